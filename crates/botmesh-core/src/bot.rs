@@ -1,0 +1,400 @@
+//! The bot: its builder, its shared internals, and start/stop.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use botmesh_traits::{
+    BoxError, Error, Inbound, Outbound, Provider, ProviderEvent, SendReceipt, Store,
+};
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+
+use crate::dispatcher::{Accepted, Dispatcher};
+use crate::event::{EventBus, Listener};
+use crate::flow::Def;
+use crate::{
+    BotError, ConfigError, Conversation, Ctx, Event, Flow, MemoryStore, Message, Result, Texts,
+};
+
+pub(crate) type HandlerFn =
+    Arc<dyn Fn(Ctx) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
+pub(crate) type HookFn =
+    Arc<dyn Fn(Message) -> BoxFuture<'static, Result<Message, BoxError>> + Send + Sync>;
+
+/// What every part of a running bot shares.
+pub(crate) struct Shared {
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) texts: Texts,
+    pub(crate) events: EventBus,
+    pub(crate) defs: HashMap<String, Def>,
+    /// Flows and conversations with triggers, in registration order.
+    pub(crate) triggered: Vec<Def>,
+    pub(crate) handlers: Vec<HandlerFn>,
+    pub(crate) hooks: Vec<HookFn>,
+    pub(crate) has_persistent: bool,
+    pub(crate) max_body_bytes: usize,
+}
+
+impl Shared {
+    pub(crate) async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
+        let receipt = self.provider.send(message).await?;
+        self.events.emit(Event::Sent { chat: message.chat.clone() });
+        Ok(receipt)
+    }
+
+    pub(crate) async fn user_data(&self, key: &str) -> Result<Value> {
+        match self.store.get_user_data(key).await? {
+            None => Ok(Value::Object(Map::new())),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| Error::corrupt(format!("user data of {key}"), e).into()),
+        }
+    }
+
+    pub(crate) async fn set_user_data<T: Serialize>(&self, key: &str, data: &T) -> Result<()> {
+        let text = serde_json::to_string(data).map_err(|source| BotError::StateNotJson {
+            name: "user".to_owned(),
+            field: key.to_owned(),
+            source,
+        })?;
+        self.store.set_user_data(key, &text).await?;
+        Ok(())
+    }
+}
+
+/// Builds a [`Bot`].
+///
+/// Defaults: a [`MemoryStore`], English as the default language, duplicate ids remembered
+/// for the last 10,000 messages, message bodies up to 256 KiB, and an event channel of 1,024
+/// events per subscriber.
+pub struct BotBuilder {
+    provider: Option<Arc<dyn Provider>>,
+    store: Option<Arc<dyn Store>>,
+    texts: Texts,
+    defs: Vec<Def>,
+    handlers: Vec<HandlerFn>,
+    hooks: Vec<HookFn>,
+    listeners: Vec<Listener>,
+    dedupe_capacity: usize,
+    max_body_bytes: usize,
+    event_capacity: usize,
+}
+
+impl std::fmt::Debug for BotBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BotBuilder")
+            .field("flows", &self.defs.iter().map(Def::name).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for BotBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BotBuilder {
+    /// A builder with the defaults above.
+    pub fn new() -> Self {
+        Self {
+            provider: None,
+            store: None,
+            texts: Texts::default(),
+            defs: Vec::new(),
+            handlers: Vec::new(),
+            hooks: Vec::new(),
+            listeners: Vec::new(),
+            dedupe_capacity: 10_000,
+            max_body_bytes: 256 * 1024,
+            event_capacity: 1024,
+        }
+    }
+
+    /// The transport. Required.
+    pub fn provider(mut self, provider: impl Provider) -> Self {
+        self.provider = Some(Arc::new(provider));
+        self
+    }
+
+    /// The transport, already shared.
+    pub fn provider_arc(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Where chats, user data and checkpoints live. Defaults to a [`MemoryStore`].
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Adds a flow.
+    pub fn flow(mut self, flow: Flow) -> Self {
+        self.defs.push(Def::Flow(Arc::new(flow)));
+        self
+    }
+
+    /// Adds a free-form conversation.
+    pub fn conversation(mut self, conversation: Conversation) -> Self {
+        self.defs.push(Def::Conv(Arc::new(conversation)));
+        self
+    }
+
+    /// Adds a handler for messages that no conversation took. Handlers run in the order they
+    /// were added; an error or a panic in one is reported as [`Event::Error`] and the next
+    /// still runs.
+    pub fn on_message<F, Fut, E>(mut self, f: F) -> Self
+    where
+        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.handlers.push(Arc::new(move |ctx| {
+            let fut = f(ctx);
+            Box::pin(async move { fut.await.map_err(Into::into) })
+        }));
+        self
+    }
+
+    /// Adds a `before("message")` hook: it receives each message before anything else sees it
+    /// and returns what the rest of the bot sees (a voice transcript as the body, say). An
+    /// error stops the message there and is reported as [`Event::Error`].
+    pub fn before_message<F, Fut, E>(mut self, f: F) -> Self
+    where
+        F: Fn(Message) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Message, E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.hooks.push(Arc::new(move |m| {
+            let fut = f(m);
+            Box::pin(async move { fut.await.map_err(Into::into) })
+        }));
+        self
+    }
+
+    /// Calls `f` for every [`Event`], synchronously, on the task that emits it. Keep it short;
+    /// for async work subscribe with [`Bot::events`].
+    pub fn on(mut self, f: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.listeners.push(Arc::new(f));
+        self
+    }
+
+    /// The language used when a message has none. Defaults to `en`.
+    pub fn default_lang(mut self, lang: impl Into<String>) -> Self {
+        let mut texts = Texts::new(lang);
+        std::mem::swap(&mut texts, &mut self.texts);
+        self
+    }
+
+    /// Overrides or adds a localized text (see [`texts::keys`](crate::texts::keys)).
+    pub fn text(mut self, lang: &str, key: &str, text: &str) -> Self {
+        self.texts.set(lang, key, text);
+        self
+    }
+
+    /// How many message ids to remember for dropping duplicates. `0` turns dedupe off.
+    pub fn dedupe_capacity(mut self, n: usize) -> Self {
+        self.dedupe_capacity = n;
+        self
+    }
+
+    /// The largest message text accepted; larger messages are refused with
+    /// [`Error::InvalidInput`] and reported.
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.max_body_bytes = n;
+        self
+    }
+
+    /// Builds the bot.
+    pub fn build(self) -> Result<Bot, ConfigError> {
+        let provider = self.provider.ok_or(ConfigError::MissingProvider)?;
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let mut defs = HashMap::new();
+        let mut triggered = Vec::new();
+        let mut has_persistent = false;
+        for def in self.defs {
+            if let Def::Flow(f) = &def {
+                if f.steps.is_empty() {
+                    return Err(ConfigError::EmptyFlow { name: f.name.clone() });
+                }
+                has_persistent |= f.persistent;
+            }
+            if !def.triggers().is_empty() {
+                triggered.push(def.clone());
+            }
+            let name = def.name().to_owned();
+            if defs.insert(name.clone(), def).is_some() {
+                return Err(ConfigError::DuplicateName { name });
+            }
+        }
+        let shared = Arc::new(Shared {
+            provider,
+            store,
+            texts: self.texts,
+            events: EventBus::new(self.listeners, self.event_capacity),
+            defs,
+            triggered,
+            handlers: self.handlers,
+            hooks: self.hooks,
+            has_persistent,
+            max_body_bytes: self.max_body_bytes,
+        });
+        let dispatcher = Arc::new(Dispatcher::new(Arc::clone(&shared), self.dedupe_capacity));
+        let (closed, _) = watch::channel(true);
+        Ok(Bot {
+            inner: Arc::new(BotInner { shared, dispatcher, intake: Mutex::new(None), closed }),
+        })
+    }
+}
+
+struct BotInner {
+    shared: Arc<Shared>,
+    dispatcher: Arc<Dispatcher>,
+    intake: Mutex<Option<JoinHandle<()>>>,
+    /// `true` while no provider stream is being read.
+    closed: watch::Sender<bool>,
+}
+
+/// How long [`Bot::stop`] waits for the provider's stream to deliver what it still holds.
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+
+/// A running bot: a provider, a store, and the flows, conversations and handlers it serves.
+///
+/// Each chat's messages are handled one at a time in arrival order; different chats run in
+/// parallel. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(provider: impl botmesh_core::Provider) -> Result<(), botmesh_core::BotError> {
+/// use botmesh_core::Bot;
+///
+/// let bot = Bot::builder()
+///     .provider(provider)
+///     .on_message(|ctx| async move {
+///         ctx.reply(format!("you said {}", ctx.body())).await?;
+///         Ok::<_, botmesh_core::BotError>(())
+///     })
+///     .build()?;
+/// bot.start().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Bot {
+    inner: Arc<BotInner>,
+}
+
+impl std::fmt::Debug for Bot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bot")
+            .field("provider", &self.inner.shared.provider.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bot {
+    /// A builder; see [`BotBuilder::new`] for the defaults.
+    pub fn builder() -> BotBuilder {
+        BotBuilder::new()
+    }
+
+    /// Starts the provider and handles what it receives until [`Bot::stop`].
+    pub async fn start(&self) -> Result<()> {
+        let shared = &self.inner.shared;
+        self.inner.dispatcher.open();
+        let mut stream = shared.provider.start().await?;
+        let dispatcher = Arc::clone(&self.inner.dispatcher);
+        let events = Arc::clone(shared);
+        let provider_id = shared.provider.id().to_owned();
+        let closed = self.inner.closed.clone();
+        closed.send_replace(false);
+        let intake = tokio::spawn(async move {
+            while let Some(event) = stream.next().await {
+                match event {
+                    ProviderEvent::Message(m) => {
+                        // Refusals are reported as events by the dispatcher itself.
+                        let _ = dispatcher.dispatch(m);
+                    }
+                    ProviderEvent::Status(status) => {
+                        events
+                            .events
+                            .emit(Event::Transport { provider: provider_id.clone(), status });
+                    }
+                    _ => {}
+                }
+            }
+            closed.send_replace(true);
+        });
+        if let Ok(mut slot) = self.inner.intake.lock() {
+            if let Some(old) = slot.replace(intake) {
+                old.abort();
+            }
+        }
+        shared.events.emit(Event::Started);
+        Ok(())
+    }
+
+    /// Stops the provider, lets every chat finish the messages already queued, and waits for
+    /// them. Conversations waiting for an answer end with [`EndReason::Stopped`](crate::EndReason);
+    /// persistent checkpoints stay in the store.
+    pub async fn stop(&self) -> Result<()> {
+        let shared = &self.inner.shared;
+        let stopped = shared.provider.stop().await;
+        let intake = self.inner.intake.lock().ok().and_then(|mut s| s.take());
+        if let Some(mut intake) = intake {
+            // A stopped provider ends its stream; let what it still holds reach the queues.
+            if tokio::time::timeout(DRAIN_GRACE, &mut intake).await.is_err() {
+                tracing::warn!(target: "botmesh", "provider stream did not end after stop; abandoning it");
+                intake.abort();
+            }
+        }
+        self.inner.dispatcher.close().await;
+        shared.events.emit(Event::Stopped);
+        stopped.map_err(Into::into)
+    }
+
+    /// Waits until the provider's inbound stream has ended (the transport hung up, or the
+    /// bot stopped). Returns at once when the bot is not started.
+    pub async fn closed(&self) {
+        let mut rx = self.inner.closed.subscribe();
+        let _ = rx.wait_for(|closed| *closed).await;
+    }
+
+    /// Hands a message to the bot directly, as a webhook endpoint does. Returns `false` when it
+    /// was dropped as a duplicate.
+    pub fn dispatch(&self, message: Inbound) -> Result<bool> {
+        self.inner.dispatcher.dispatch(message).map(|a| a == Accepted::Queued)
+    }
+
+    /// Sends a message to any chat.
+    pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
+        self.inner.shared.send(message).await
+    }
+
+    /// Subscribes to the event stream. A subscriber that falls more than the channel's capacity
+    /// behind loses the oldest events.
+    pub fn events(&self) -> broadcast::Receiver<Event> {
+        self.inner.shared.events.subscribe()
+    }
+
+    /// Waits until every message handed to the bot so far has been handled.
+    pub async fn wait_idle(&self) {
+        self.inner.dispatcher.wait_idle().await;
+    }
+
+    /// The bot's store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.shared.store
+    }
+
+    /// The bot's texts.
+    pub fn texts(&self) -> &Texts {
+        &self.inner.shared.texts
+    }
+}

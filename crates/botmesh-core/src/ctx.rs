@@ -1,0 +1,95 @@
+//! The context a message handler runs with.
+
+use std::sync::{Arc, Mutex};
+
+use botmesh_traits::{ChatId, ChatKey, Outbound, OutboundContent, SendReceipt};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bot::Shared;
+use crate::{Message, Result};
+
+/// What a message handler gets: the message, and ways to answer it.
+///
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Ctx {
+    shared: Arc<Shared>,
+    message: Arc<Message>,
+    start: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("message", &self.message).finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    pub(crate) fn new(shared: Arc<Shared>, message: Message) -> Self {
+        Self { shared, message: Arc::new(message), start: Arc::default() }
+    }
+
+    /// The message, after the `before_message` hooks.
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+
+    /// The message's body.
+    pub fn body(&self) -> &str {
+        &self.message.body
+    }
+
+    /// The ordering key of the chat (see [`ChatKey`]).
+    pub fn key(&self) -> ChatKey {
+        self.message.key()
+    }
+
+    /// The chat.
+    pub fn chat(&self) -> &ChatId {
+        self.message.chat()
+    }
+
+    /// The message's language, if known.
+    pub fn lang(&self) -> Option<&str> {
+        self.message.lang.as_deref()
+    }
+
+    /// A built-in or overridden text in the message's language.
+    pub fn text<'a>(&'a self, key: &'a str) -> &'a str {
+        self.shared.texts.get(self.lang(), key)
+    }
+
+    /// Sends a text to the chat the message came from.
+    pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
+        self.shared
+            .send(&Outbound::new(self.chat().clone(), OutboundContent::Text { body: text.into() }))
+            .await
+    }
+
+    /// Sends any message.
+    pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
+        self.shared.send(message).await
+    }
+
+    /// Reads the data kept for this user (`ctx.user`), an empty object when there is none.
+    pub async fn user(&self) -> Result<Value> {
+        self.shared.user_data(self.key().as_str()).await
+    }
+
+    /// Replaces the data kept for this user.
+    pub async fn set_user<T: Serialize>(&self, data: &T) -> Result<()> {
+        self.shared.set_user_data(self.key().as_str(), data).await
+    }
+
+    /// Starts the flow or conversation `name` with this message once the handler returns.
+    pub fn start(&self, name: impl Into<String>) {
+        if let Ok(mut s) = self.start.lock() {
+            *s = Some(name.into());
+        }
+    }
+
+    pub(crate) fn take_start(&self) -> Option<String> {
+        self.start.lock().ok().and_then(|mut s| s.take())
+    }
+}

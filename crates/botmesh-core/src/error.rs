@@ -1,0 +1,125 @@
+//! The errors of the bot runtime.
+
+use std::time::Duration;
+
+use botmesh_traits::{BoxError, ChatKey, Error};
+
+/// A `Result` whose error defaults to [`BotError`].
+pub type Result<T, E = BotError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while a bot runs.
+///
+/// Errors raised while handling a message are also delivered as
+/// [`Event::Error`](crate::Event::Error), with the chat they belong to.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BotError {
+    /// A provider, store or coordinator failed; see [`Error::kind`].
+    #[error(transparent)]
+    Contract(#[from] Error),
+    /// A handler, hook or conversation returned an error. `source` is the user's own error,
+    /// which can be downcast.
+    #[error("handler failed in {key}")]
+    Handler {
+        /// The chat the handler ran for.
+        key: ChatKey,
+        /// The user's error.
+        #[source]
+        source: BoxError,
+    },
+    /// A handler, hook or conversation panicked. The chat goes on with its next message.
+    #[error("handler panicked in {key}: {message}")]
+    Panic {
+        /// The chat the handler ran for.
+        key: ChatKey,
+        /// The panic payload, when it was text.
+        message: String,
+    },
+    /// A value put into a flow's state or a user's data does not serialize to JSON.
+    #[error("state value {field:?} of {name} is not plain JSON")]
+    StateNotJson {
+        /// The flow or conversation.
+        name: String,
+        /// The state field.
+        field: String,
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A stored checkpoint could not be read; the conversation was reset.
+    #[error("checkpoint of {key} is corrupt; the conversation was reset")]
+    CorruptCheckpoint {
+        /// The chat.
+        key: ChatKey,
+        /// Why it could not be read.
+        #[source]
+        source: BoxError,
+    },
+    /// A flow or conversation name that was never registered.
+    #[error("no flow or conversation named {name:?}")]
+    UnknownConversation {
+        /// The name asked for.
+        name: String,
+    },
+    /// A conversation's wait ran into its idle watchdog. Returned by waits, so that
+    /// conversation code can nudge the user; propagating it ends the conversation quietly.
+    #[error("no answer for {after:?}")]
+    Idle {
+        /// The watchdog's period.
+        after: Duration,
+    },
+    /// The conversation was ended while waiting (a timeout, a new conversation, a stop).
+    #[error("the conversation ended while waiting")]
+    ConversationClosed,
+    /// The bot was built with a wrong configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The bot is not running.
+    #[error("the bot is not running")]
+    NotRunning,
+}
+
+impl BotError {
+    /// The contract error inside, if this is one.
+    pub fn as_contract(&self) -> Option<&Error> {
+        match self {
+            Self::Contract(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the idle watchdog firing.
+    pub fn is_idle(&self) -> bool {
+        matches!(self, Self::Idle { .. })
+    }
+}
+
+/// A configuration the bot builder refuses.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No provider was given.
+    #[error("a bot needs a provider")]
+    MissingProvider,
+    /// Two flows or conversations share a name.
+    #[error("two flows or conversations are named {name:?}")]
+    DuplicateName {
+        /// The name.
+        name: String,
+    },
+    /// A flow has no steps.
+    #[error("flow {name:?} has no steps")]
+    EmptyFlow {
+        /// The flow.
+        name: String,
+    },
+    /// A trigger's regular expression does not compile.
+    #[error("invalid trigger pattern {pattern:?}")]
+    InvalidPattern {
+        /// The pattern.
+        pattern: String,
+        /// The compiler's error.
+        #[source]
+        source: regex::Error,
+    },
+}

@@ -1,0 +1,297 @@
+//! Flows (a list of steps) and free-form conversations (an async function), and how they are
+//! defined.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_traits::BoxError;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::{ConvCtx, Message, Trigger};
+
+/// What a `do` step asks for next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Go on with the next step (the flow ends after its last one).
+    Next,
+    /// End the flow now.
+    End,
+    /// Run this step again from its start.
+    Repeat,
+    /// End this flow and start the flow or conversation with this name, under the same turn.
+    Goto(String),
+}
+
+impl Step {
+    /// Ends this flow and starts `name`; the same as [`ConvCtx::goto`].
+    pub fn goto(name: impl Into<String>) -> Self {
+        Self::Goto(name.into())
+    }
+}
+
+pub(crate) type Validator = Arc<dyn Fn(&Message) -> Result<Value, String> + Send + Sync>;
+pub(crate) type DoFn =
+    Arc<dyn Fn(ConvCtx) -> BoxFuture<'static, Result<Step, BoxError>> + Send + Sync>;
+pub(crate) type ConvFn =
+    Arc<dyn Fn(ConvCtx) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
+
+/// A question step: send a prompt, wait for the answer, validate it, store it in the state.
+///
+/// An answer that fails validation gets a re-ask (the validator's text, or the localized
+/// `core.flow.invalid`) and the step waits again. Without a validator the answer's body is
+/// stored as a string.
+#[derive(Clone)]
+pub struct Ask {
+    pub(crate) field: String,
+    pub(crate) prompt: String,
+    pub(crate) validator: Option<Validator>,
+    pub(crate) choices: Vec<String>,
+}
+
+impl fmt::Debug for Ask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ask").field("field", &self.field).field("prompt", &self.prompt).finish()
+    }
+}
+
+impl Ask {
+    /// Asks `prompt` and stores the answer's body under `field`.
+    pub fn new(field: impl Into<String>, prompt: impl Into<String>) -> Self {
+        Self { field: field.into(), prompt: prompt.into(), validator: None, choices: Vec::new() }
+    }
+
+    /// Accepts only one of `choices` (ignoring case); the stored value is the choice as
+    /// written here. Anything else gets the localized `core.flow.choose` re-ask.
+    pub fn choices<I, S>(mut self, choices: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.choices = choices.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Validates the answer: `Ok(value)` is stored under the field, `Err(text)` is sent back
+    /// and the question waits again. An empty `text` sends the localized `core.flow.invalid`.
+    pub fn validate<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Message) -> Result<Value, String> + Send + Sync + 'static,
+    {
+        self.validator = Some(Arc::new(f));
+        self
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum StepDef {
+    Ask(Ask),
+    Do { name: String, f: DoFn },
+}
+
+impl StepDef {
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Self::Ask(a) => &a.field,
+            Self::Do { name, .. } => name,
+        }
+    }
+}
+
+/// A conversation written as a list of steps.
+///
+/// ```
+/// use botmesh_core::{Ask, Flow, Step, Trigger};
+///
+/// let order = Flow::new("order")
+///     .trigger(Trigger::keyword("order"))
+///     .persistent()
+///     .ask(Ask::new("size", "Which size? S, M or L").choices(["S", "M", "L"]))
+///     .do_step("confirm", |c| async move {
+///         let size: String = c.get("size").unwrap_or_default();
+///         c.send(format!("One {size} coming up!")).await?;
+///         Ok::<_, botmesh_core::BotError>(Step::End)
+///     });
+/// # let _ = order;
+/// ```
+///
+/// A `.persistent()` flow writes a checkpoint to the store at the start of every step and
+/// again when it parks on a question, so a new bot on the same store (a restarted process,
+/// another replica) continues where it stopped. When the flow was parked on the first question
+/// of its step, the next message is taken as that answer; otherwise the step runs again from
+/// its start.
+#[derive(Clone)]
+pub struct Flow {
+    pub(crate) name: String,
+    pub(crate) triggers: Vec<Trigger>,
+    pub(crate) steps: Vec<StepDef>,
+    pub(crate) persistent: bool,
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl fmt::Debug for Flow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Flow")
+            .field("name", &self.name)
+            .field("steps", &self.steps.iter().map(StepDef::name).collect::<Vec<_>>())
+            .field("persistent", &self.persistent)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Flow {
+    /// An empty flow named `name`; names are unique among a bot's flows and conversations.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            triggers: Vec::new(),
+            steps: Vec::new(),
+            persistent: false,
+            timeout: None,
+        }
+    }
+
+    /// Starts the flow on messages matching `trigger` (when no conversation is waiting).
+    pub fn trigger(mut self, trigger: Trigger) -> Self {
+        self.triggers.push(trigger);
+        self
+    }
+
+    /// Checkpoints the flow in the store at every step.
+    pub fn persistent(mut self) -> Self {
+        self.persistent = true;
+        self
+    }
+
+    /// Ends the flow when an answer takes longer than `timeout` (the localized
+    /// `core.conversation.timeout` text is sent).
+    pub fn timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.timeout = timeout.into();
+        self
+    }
+
+    /// Adds a question step.
+    pub fn ask(mut self, ask: Ask) -> Self {
+        self.steps.push(StepDef::Ask(ask));
+        self
+    }
+
+    /// Adds a `do` step: any async code, which may send, sleep, ask several questions, and
+    /// says what comes next.
+    #[doc(alias = "do")]
+    pub fn do_step<F, Fut, E>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(ConvCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Step, E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        let f: DoFn = Arc::new(move |c| {
+            let fut = f(c);
+            Box::pin(async move { fut.await.map_err(Into::into) })
+        });
+        self.steps.push(StepDef::Do { name: name.into(), f });
+        self
+    }
+
+    /// The flow's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the flow is checkpointed.
+    pub fn is_persistent(&self) -> bool {
+        self.persistent
+    }
+}
+
+/// A free-form conversation: an async function that waits for the user's next message with
+/// [`ConvCtx::wait`] or [`ConvCtx::ask`].
+///
+/// Its stack lives in the memory of the process that runs it; it is not checkpointed.
+///
+/// ```
+/// use botmesh_core::{Conversation, Trigger};
+///
+/// let support = Conversation::new("support", |c| async move {
+///     let problem = c.ask("What went wrong?").await?;
+///     c.send(format!("Noted: {}", problem.body)).await?;
+///     Ok::<_, botmesh_core::BotError>(())
+/// })
+/// .trigger(Trigger::keyword("help"));
+/// # let _ = support;
+/// ```
+#[derive(Clone)]
+pub struct Conversation {
+    pub(crate) name: String,
+    pub(crate) triggers: Vec<Trigger>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) f: ConvFn,
+}
+
+impl fmt::Debug for Conversation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conversation").field("name", &self.name).finish()
+    }
+}
+
+impl Conversation {
+    /// A conversation named `name` running `f`.
+    pub fn new<F, Fut, E>(name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(ConvCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        let f: ConvFn = Arc::new(move |c| {
+            let fut = f(c);
+            Box::pin(async move { fut.await.map_err(Into::into) })
+        });
+        Self { name: name.into(), triggers: Vec::new(), timeout: None, f }
+    }
+
+    /// Starts the conversation on messages matching `trigger`.
+    pub fn trigger(mut self, trigger: Trigger) -> Self {
+        self.triggers.push(trigger);
+        self
+    }
+
+    /// Ends the conversation when an answer takes longer than `timeout`.
+    pub fn timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.timeout = timeout.into();
+        self
+    }
+}
+
+/// A flow or a conversation, as the registry keeps them.
+#[derive(Clone, Debug)]
+pub(crate) enum Def {
+    Flow(Arc<Flow>),
+    Conv(Arc<Conversation>),
+}
+
+impl Def {
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Self::Flow(f) => &f.name,
+            Self::Conv(c) => &c.name,
+        }
+    }
+
+    pub(crate) fn triggers(&self) -> &[Trigger] {
+        match self {
+            Self::Flow(f) => &f.triggers,
+            Self::Conv(c) => &c.triggers,
+        }
+    }
+
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        match self {
+            Self::Flow(f) => f.timeout,
+            Self::Conv(c) => c.timeout,
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The botmesh bot runtime.
+//!
+//! A [`Bot`] joins a [`Provider`] (the transport), a [`Store`] (its state) and what it serves:
+//! [`Flow`]s written as steps, free-form [`Conversation`]s written as async functions, message
+//! handlers, and `before_message` hooks.
+//!
+//! # Key design decision
+//!
+//! Every chat key (see [`ChatKey`]) has one FIFO queue and one worker task. The worker handles
+//! the chat's messages one at a time and drives the chat's live conversation itself: a waiting
+//! conversation is a parked future, and a message's turn ends when that future ends or parks
+//! again. Different chats run in parallel. The same boundary is where replicas take and release
+//! a chat's turn when coordination is configured.
+//!
+//! # Example
+//!
+//! ```
+//! use botmesh_core::{Ask, Bot, Flow, Step, Trigger};
+//! # use botmesh_testing::TestProvider;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let provider = TestProvider::new();
+//! let bot = Bot::builder()
+//!     .provider(provider.clone())
+//!     .flow(
+//!         Flow::new("greet")
+//!             .trigger(Trigger::keyword("hi"))
+//!             .ask(Ask::new("name", "What's your name?"))
+//!             .do_step("done", |c| async move {
+//!                 let name: String = c.get("name").unwrap_or_default();
+//!                 c.send(format!("Nice to meet you, {name}!")).await?;
+//!                 Ok::<_, botmesh_core::BotError>(Step::End)
+//!             }),
+//!     )
+//!     .build()?;
+//! bot.start().await?;
+//! provider.say("chat-1", "hi");
+//! provider.say("chat-1", "Ada");
+//! provider.settled(&bot).await;
+//! assert_eq!(provider.texts_to("chat-1"), ["What's your name?", "Nice to meet you, Ada!"]);
+//! bot.stop().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Feature flags
+//!
+//! None yet: the runtime needs nothing optional.
+
+mod bot;
+mod conv;
+mod ctx;
+mod dispatcher;
+mod error;
+mod event;
+mod flow;
+mod memory_store;
+mod message;
+mod runner;
+pub mod texts;
+mod trigger;
+
+pub use bot::{Bot, BotBuilder};
+pub use conv::ConvCtx;
+pub use ctx::Ctx;
+pub use error::{BotError, ConfigError, Result};
+pub use event::{EndReason, Event};
+pub use flow::{Ask, Conversation, Flow, Step};
+pub use memory_store::MemoryStore;
+pub use message::Message;
+pub use texts::Texts;
+pub use trigger::Trigger;
+
+pub use botmesh_traits::{self as traits, *};

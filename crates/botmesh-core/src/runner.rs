@@ -1,0 +1,131 @@
+//! Runs a flow's steps, or a conversation's function, as one future the chat worker drives.
+
+use botmesh_traits::BoxError;
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value};
+use tracing::Instrument;
+
+use crate::flow::{Ask, Def, Flow, StepDef};
+use crate::texts::keys;
+use crate::{BotError, ConvCtx, Event, Message, Result, Step};
+
+/// What a finished conversation asks the worker to do next.
+#[derive(Debug)]
+pub(crate) enum Next {
+    End,
+    Start(String),
+}
+
+/// Where a resumed flow continues.
+#[derive(Debug)]
+pub(crate) struct Resume {
+    pub(crate) step: usize,
+    pub(crate) state: Map<String, Value>,
+    /// The answer to the step's first question (the parked-answer rule).
+    pub(crate) preset: Option<Message>,
+}
+
+/// Turns a user's boxed error back into a [`BotError`] when it is one (so that `?` on
+/// [`ConvCtx::ask`] keeps `Idle` recognizable), else wraps it as a handler error.
+pub(crate) fn user_error(ctx: &ConvCtx, source: BoxError) -> BotError {
+    match source.downcast::<BotError>() {
+        Ok(e) => *e,
+        Err(source) => BotError::Handler { key: ctx.key().clone(), source },
+    }
+}
+
+pub(crate) fn run(
+    ctx: ConvCtx,
+    def: Def,
+    resume: Option<Resume>,
+) -> BoxFuture<'static, Result<Next>> {
+    match def {
+        Def::Flow(flow) => Box::pin(async move { run_flow(ctx, &flow, resume).await }),
+        Def::Conv(conv) => Box::pin(async move {
+            ctx.begin_flow(&conv.name, false, conv.timeout, Map::new());
+            (conv.f)(ctx.clone()).await.map(|()| Next::End).map_err(|e| user_error(&ctx, e))
+        }),
+    }
+}
+
+async fn run_flow(ctx: ConvCtx, flow: &Flow, resume: Option<Resume>) -> Result<Next> {
+    let (mut index, state, preset) = match resume {
+        Some(r) => (r.step, r.state, r.preset),
+        None => (0, Map::new(), None),
+    };
+    ctx.begin_flow(&flow.name, flow.persistent, flow.timeout, state);
+    ctx.set_preset(preset);
+    while let Some(step) = flow.steps.get(index) {
+        ctx.shared().events.emit(Event::Step {
+            key: ctx.key().clone(),
+            flow: flow.name.clone(),
+            index,
+            step: step.name().to_owned(),
+        });
+        let span = tracing::debug_span!("step", flow = %flow.name, index, step = step.name());
+        let next = async {
+            ctx.begin_step(index).await?;
+            match step {
+                StepDef::Ask(a) => run_ask(&ctx, a).await,
+                StepDef::Do { f, .. } => f(ctx.clone()).await.map_err(|e| user_error(&ctx, e)),
+            }
+        }
+        .instrument(span)
+        .await?;
+        // The parked answer belongs to the first question of the resumed step only.
+        ctx.set_preset(None);
+        match next {
+            Step::Next => index += 1,
+            Step::End => break,
+            Step::Repeat => {}
+            Step::Goto(name) => return Ok(Next::Start(name)),
+        }
+    }
+    Ok(Next::End)
+}
+
+async fn run_ask(ctx: &ConvCtx, ask: &Ask) -> Result<Step> {
+    let mut answer = ctx.ask(ask.prompt.clone()).await?;
+    loop {
+        match check(ctx, ask, &answer) {
+            Ok(value) => {
+                ctx.set(&ask.field, value)?;
+                return Ok(Step::Next);
+            }
+            Err(reask) => {
+                ctx.send(reask).await?;
+                answer = ctx.wait().await?;
+            }
+        }
+    }
+}
+
+fn check(ctx: &ConvCtx, ask: &Ask, answer: &Message) -> Result<Value, String> {
+    let lang = ctx.lang();
+    let texts = &ctx.shared().texts;
+    let body = answer.body.trim();
+    let mut value = None;
+    if !ask.choices.is_empty() {
+        match ask.choices.iter().find(|c| c.trim().eq_ignore_ascii_case(body)) {
+            Some(c) => value = Some(Value::String(c.clone())),
+            None => {
+                let options = ask.choices.join(", ");
+                return Err(texts.format(lang.as_deref(), keys::CHOOSE, &[("options", &options)]));
+            }
+        }
+    }
+    if let Some(v) = &ask.validator {
+        return v(answer).map_err(|text| {
+            if text.is_empty() {
+                texts.get(lang.as_deref(), keys::INVALID).to_owned()
+            } else {
+                text
+            }
+        });
+    }
+    match value {
+        Some(v) => Ok(v),
+        None if body.is_empty() => Err(texts.get(lang.as_deref(), keys::INVALID).to_owned()),
+        None => Ok(Value::String(body.to_owned())),
+    }
+}

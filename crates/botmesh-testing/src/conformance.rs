@@ -1,0 +1,347 @@
+//! The store conformance suite.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test support: a failed expectation is a failed test, reported by its panic"
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_traits::{
+    CasOutcome, ChatId, ChatRecord, CheckpointWrite, ErrorKind, InboxAppend, InboxRecord,
+    InboxState, Store,
+};
+
+/// How long the suite's short-lived entries live, and how long it waits for them to expire:
+/// twice as long, so that a backend's clock granularity (Redis expires in milliseconds, SQL
+/// servers compare timestamps) cannot make an expiry look late. Under paused tokio time both
+/// pass instantly.
+const TTL: Duration = Duration::from_millis(300);
+const PAST_TTL: Duration = Duration::from_millis(700);
+
+/// Checks every [`Store`] method of `store` against the contract, panicking on the first
+/// difference.
+///
+/// Keys are prefixed with a fresh id, so the suite can run against a backend shared with other
+/// tests. Optional operations are checked when [`Store::capabilities`] declares them, and must
+/// fail with [`ErrorKind::Unsupported`] when it does not.
+pub async fn store_conformance(store: Arc<dyn Store>) {
+    let p = format!("conf-{}", uuid::Uuid::new_v4().simple());
+    chats(&*store, &p).await;
+    user_data(&*store, &p).await;
+    checkpoints(&*store, &p).await;
+    let caps = store.capabilities();
+    if caps.atomic_checkpoints() {
+        compare_and_set(&*store, &p).await;
+        racing_writers(&store, &p).await;
+    } else {
+        let e = store.set_checkpoint_if(&p, &CheckpointWrite::new("{}"), None).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    }
+    if caps.fenced_locks() {
+        fenced_locks(&*store, &p).await;
+    } else {
+        let e = store.acquire_lock_fenced(&p, TTL).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    }
+    if caps.leases() {
+        leases(&*store, &p).await;
+    } else {
+        let e = store.acquire_lease(&p, "a", TTL).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    }
+    if caps.journal() {
+        inbox(&*store, &p).await;
+        outbox(&*store, &p).await;
+    } else {
+        let e = store.outbox_claim(&p, TTL).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    }
+}
+
+async fn chats(store: &dyn Store, p: &str) {
+    let id = ChatId::from(format!("{p}:chat"));
+    assert_eq!(store.get_chat(&id).await.unwrap(), None, "a missing chat reads as None");
+    let mut first = ChatRecord::new(id.clone(), "test", 1_000);
+    first.lang = Some("es".into());
+    store.upsert_chat(&first).await.unwrap();
+    assert_eq!(store.get_chat(&id).await.unwrap().as_ref(), Some(&first));
+    let later = ChatRecord::new(id.clone(), "test", 5_000);
+    store.upsert_chat(&later).await.unwrap();
+    let got = store.get_chat(&id).await.unwrap().unwrap();
+    assert_eq!(got.first_seen_ms, 1_000, "an upsert keeps first_seen_ms");
+    assert_eq!(got.last_seen_ms, 5_000, "an upsert moves last_seen_ms");
+    assert_eq!(got.lang.as_deref(), Some("es"), "an upsert without a language keeps the old one");
+}
+
+async fn user_data(store: &dyn Store, p: &str) {
+    let key = format!("{p}:user");
+    assert_eq!(store.get_user_data(&key).await.unwrap(), None);
+    store.set_user_data(&key, r#"{"name":"Ana"}"#).await.unwrap();
+    assert_eq!(store.get_user_data(&key).await.unwrap().as_deref(), Some(r#"{"name":"Ana"}"#));
+    store.set_user_data(&key, r#"{"name":"Bea"}"#).await.unwrap();
+    assert_eq!(store.get_user_data(&key).await.unwrap().as_deref(), Some(r#"{"name":"Bea"}"#));
+}
+
+async fn checkpoints(store: &dyn Store, p: &str) {
+    let key = format!("{p}:cp");
+    assert_eq!(store.get_checkpoint(&key).await.unwrap(), None);
+    let r1 = store.set_checkpoint(&key, &CheckpointWrite::new(r#"{"step":1}"#)).await.unwrap();
+    let got = store.get_checkpoint(&key).await.unwrap().unwrap();
+    assert_eq!((got.data.as_str(), got.revision), (r#"{"step":1}"#, r1));
+    let r2 = store.set_checkpoint(&key, &CheckpointWrite::new(r#"{"step":2}"#)).await.unwrap();
+    assert!(r2 > r1, "revisions increase with every write");
+    store.clear_checkpoint(&key).await.unwrap();
+    assert_eq!(store.get_checkpoint(&key).await.unwrap(), None);
+    let r3 = store.set_checkpoint(&key, &CheckpointWrite::new("{}")).await.unwrap();
+    assert!(r3 > r2, "revisions keep increasing across a clear");
+    store.clear_checkpoint(&key).await.unwrap();
+
+    let ttl_key = format!("{p}:cp-ttl");
+    store.set_checkpoint(&ttl_key, &CheckpointWrite::new("{}").with_ttl(TTL)).await.unwrap();
+    assert!(store.get_checkpoint(&ttl_key).await.unwrap().is_some());
+    tokio::time::sleep(PAST_TTL).await;
+    assert_eq!(
+        store.get_checkpoint(&ttl_key).await.unwrap(),
+        None,
+        "a checkpoint expires after its ttl"
+    );
+}
+
+async fn compare_and_set(store: &dyn Store, p: &str) {
+    let key = format!("{p}:cas");
+    let w = |s: &str| CheckpointWrite::new(s);
+    let CasOutcome::Written { revision: r1 } =
+        store.set_checkpoint_if(&key, &w("a"), None).await.unwrap()
+    else {
+        panic!("a create on a missing key must land");
+    };
+    assert_eq!(
+        store.set_checkpoint_if(&key, &w("b"), None).await.unwrap(),
+        CasOutcome::Conflict { current: Some(r1) },
+        "a create on an existing key is refused"
+    );
+    let CasOutcome::Written { revision: r2 } =
+        store.set_checkpoint_if(&key, &w("c"), Some(r1)).await.unwrap()
+    else {
+        panic!("a write with the current revision must land");
+    };
+    assert!(r2 > r1);
+    assert_eq!(
+        store.set_checkpoint_if(&key, &w("d"), Some(r1)).await.unwrap(),
+        CasOutcome::Conflict { current: Some(r2) },
+        "a write with a stale revision is refused"
+    );
+    assert_eq!(store.get_checkpoint(&key).await.unwrap().unwrap().data, "c");
+    assert!(!store.clear_checkpoint_if(&key, r1).await.unwrap(), "a stale clear is refused");
+    assert_eq!(
+        store.get_checkpoint(&key).await.unwrap().unwrap().revision,
+        r2,
+        "a refused clear leaves the newer row"
+    );
+    assert!(store.clear_checkpoint_if(&key, r2).await.unwrap());
+    assert_eq!(store.get_checkpoint(&key).await.unwrap(), None);
+    assert!(
+        !store.clear_checkpoint_if(&key, r2).await.unwrap(),
+        "clearing a missing row is refused"
+    );
+    assert_eq!(
+        store.set_checkpoint_if(&key, &w("e"), Some(r2)).await.unwrap(),
+        CasOutcome::Conflict { current: None },
+        "a write expecting a cleared revision is refused"
+    );
+    let CasOutcome::Written { revision: r3 } =
+        store.set_checkpoint_if(&key, &w("f"), None).await.unwrap()
+    else {
+        panic!("a create after a clear must land");
+    };
+    assert!(r3 > r2, "a re-created checkpoint never reuses a revision");
+    let ttl_key = format!("{p}:cas-ttl");
+    let CasOutcome::Written { .. } =
+        store.set_checkpoint_if(&ttl_key, &w("t").with_ttl(TTL), None).await.unwrap()
+    else {
+        panic!("a create with a ttl must land");
+    };
+    tokio::time::sleep(PAST_TTL).await;
+    assert!(
+        matches!(
+            store.set_checkpoint_if(&ttl_key, &w("u"), None).await.unwrap(),
+            CasOutcome::Written { .. }
+        ),
+        "an expired checkpoint counts as missing"
+    );
+}
+
+/// Several writers race one revision, round after round: exactly one wins each round.
+async fn racing_writers(store: &Arc<dyn Store>, p: &str) {
+    const WRITERS: usize = 4;
+    const ROUNDS: usize = 100;
+    let key = format!("{p}:race");
+    store.set_checkpoint(&key, &CheckpointWrite::new("0")).await.unwrap();
+    for round in 0..ROUNDS {
+        let current = store.get_checkpoint(&key).await.unwrap().unwrap().revision;
+        let mut tasks = Vec::new();
+        for w in 0..WRITERS {
+            let store = Arc::clone(store);
+            let key = key.clone();
+            tasks.push(tokio::spawn(async move {
+                store
+                    .set_checkpoint_if(
+                        &key,
+                        &CheckpointWrite::new(format!("{round}:{w}")),
+                        Some(current),
+                    )
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut winners = 0;
+        for t in tasks {
+            if matches!(t.await.unwrap(), CasOutcome::Written { .. }) {
+                winners += 1;
+            }
+        }
+        assert_eq!(winners, 1, "round {round}: exactly one writer wins a revision");
+    }
+}
+
+async fn fenced_locks(store: &dyn Store, p: &str) {
+    let key = format!("{p}:lock");
+    let a = store.acquire_lock_fenced(&key, TTL).await.unwrap().expect("a free lock is granted");
+    assert_eq!(store.acquire_lock_fenced(&key, TTL).await.unwrap(), None, "a held lock is refused");
+    assert!(!store.release_lock(&key, "not-the-token").await.unwrap());
+    assert!(!store.renew_lock(&key, "not-the-token", TTL).await.unwrap());
+    assert!(store.renew_lock(&key, &a.token, TTL * 10).await.unwrap());
+    tokio::time::sleep(PAST_TTL).await;
+    assert_eq!(
+        store.acquire_lock_fenced(&key, TTL).await.unwrap(),
+        None,
+        "a renewed lock outlives its first ttl"
+    );
+    assert!(store.release_lock(&key, &a.token).await.unwrap());
+    assert!(!store.release_lock(&key, &a.token).await.unwrap(), "a lock is released once");
+    let b =
+        store.acquire_lock_fenced(&key, TTL).await.unwrap().expect("a released lock is granted");
+    assert!(b.fence > a.fence, "the fence grows on every acquisition");
+    assert_ne!(a.token, b.token);
+    tokio::time::sleep(PAST_TTL).await;
+    assert!(
+        !store.renew_lock(&key, &b.token, TTL).await.unwrap(),
+        "an expired lock cannot be renewed"
+    );
+    let c =
+        store.acquire_lock_fenced(&key, TTL).await.unwrap().expect("an expired lock is granted");
+    assert!(c.fence > b.fence);
+    assert!(
+        !store.release_lock(&key, &b.token).await.unwrap(),
+        "a stale holder cannot release the new lock"
+    );
+    assert!(store.release_lock(&key, &c.token).await.unwrap());
+}
+
+async fn leases(store: &dyn Store, p: &str) {
+    let name = format!("{p}:lease");
+    let a = store.acquire_lease(&name, "a", TTL).await.unwrap().expect("a free lease is granted");
+    assert_eq!(
+        store.acquire_lease(&name, "b", TTL).await.unwrap(),
+        None,
+        "a held lease is refused"
+    );
+    assert_eq!(
+        store.acquire_lease(&name, "a", TTL).await.unwrap(),
+        Some(a),
+        "the holder renews with the same fence"
+    );
+    assert!(!store.renew_lease(&name, "b", TTL).await.unwrap());
+    assert!(!store.release_lease(&name, "b",).await.unwrap());
+    assert!(store.renew_lease(&name, "a", TTL).await.unwrap());
+    assert!(store.release_lease(&name, "a").await.unwrap());
+    let b =
+        store.acquire_lease(&name, "b", TTL).await.unwrap().expect("a released lease is granted");
+    assert!(b.fence > a.fence, "the fence grows with a new holder");
+    tokio::time::sleep(PAST_TTL).await;
+    assert!(
+        !store.renew_lease(&name, "b", TTL).await.unwrap(),
+        "an expired lease cannot be renewed"
+    );
+    let c =
+        store.acquire_lease(&name, "a", TTL).await.unwrap().expect("an expired lease is granted");
+    assert!(c.fence > b.fence);
+    assert!(store.release_lease(&name, "a").await.unwrap());
+}
+
+async fn inbox(store: &dyn Store, p: &str) {
+    let id = format!("{p}:in1");
+    let id2 = format!("{p}:in2");
+    let key = format!("{p}:chat");
+    let retain = Duration::from_secs(60);
+    let rec = InboxRecord::pending(&id, &key, r#"{"body":"hi"}"#, "replica-a");
+    assert_eq!(store.inbox_append(&rec, retain).await.unwrap(), InboxAppend::Appended);
+    assert_eq!(
+        store.inbox_append(&rec, retain).await.unwrap(),
+        InboxAppend::Duplicate { state: InboxState::Pending },
+        "a journaled id is not appended twice"
+    );
+    let rec2 = InboxRecord::pending(&id2, &key, "{}", "replica-a");
+    assert_eq!(store.inbox_append(&rec2, retain).await.unwrap(), InboxAppend::Appended);
+    let pending: Vec<_> = store
+        .inbox_pending(10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.id.starts_with(p))
+        .collect();
+    assert_eq!(
+        pending.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        [id.as_str(), id2.as_str()],
+        "pending records come oldest first"
+    );
+    assert_eq!(pending[0].payload, r#"{"body":"hi"}"#);
+    assert_eq!(pending[0].key, key);
+    assert!(
+        !store.inbox_claim(&id, "replica-x", "replica-b").await.unwrap(),
+        "only the owner's record can be claimed from it"
+    );
+    assert!(store.inbox_claim(&id, "replica-a", "replica-b").await.unwrap());
+    assert!(
+        !store.inbox_claim(&id, "replica-a", "replica-c").await.unwrap(),
+        "a claimed record moved on"
+    );
+    store.inbox_ack(&id).await.unwrap();
+    assert_eq!(
+        store.inbox_append(&rec, retain).await.unwrap(),
+        InboxAppend::Duplicate { state: InboxState::Acked },
+        "an acknowledged id is still a duplicate"
+    );
+    let pending: Vec<_> = store
+        .inbox_pending(10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.id.starts_with(p))
+        .collect();
+    assert_eq!(pending.len(), 1, "acknowledged records are not pending");
+    assert_eq!(pending[0].owner, "replica-a");
+
+    let short = format!("{p}:in3");
+    let rec3 = InboxRecord::pending(&short, &key, "{}", "replica-a");
+    store.inbox_append(&rec3, TTL).await.unwrap();
+    store.inbox_ack(&short).await.unwrap();
+    tokio::time::sleep(PAST_TTL).await;
+    assert_eq!(
+        store.inbox_append(&rec3, TTL).await.unwrap(),
+        InboxAppend::Appended,
+        "an acknowledged id is forgotten after its retention"
+    );
+    store.inbox_ack(&short).await.unwrap();
+    store.inbox_ack(&id2).await.unwrap();
+}
+
+async fn outbox(store: &dyn Store, p: &str) {
+    let key = format!("{p}:out");
+    assert!(store.outbox_claim(&key, TTL).await.unwrap(), "the first send is claimed");
+    assert!(!store.outbox_claim(&key, TTL).await.unwrap(), "the same send is claimed once");
+    tokio::time::sleep(PAST_TTL).await;
+    assert!(store.outbox_claim(&key, TTL).await.unwrap(), "a claim is forgotten after its ttl");
+}

@@ -1,0 +1,262 @@
+//! A provider driven by a test.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use botmesh_traits::{
+    Capabilities, Error, Inbound, InboundStream, MessageId, Outbound, Provider, ProviderEvent,
+    Result, SendReceipt, TransportStatus, async_trait,
+};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use botmesh_core::Bot;
+use futures_util::Stream;
+use tokio::sync::{Notify, mpsc};
+
+/// A provider that a test drives: it injects what users say and reads what the bot sent.
+///
+/// Clones share one transport, so a test keeps a clone after handing one to the bot.
+#[derive(Clone, Debug)]
+pub struct TestProvider {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    id: String,
+    capabilities: Capabilities,
+    tx: Mutex<Option<mpsc::UnboundedSender<ProviderEvent>>>,
+    status: Mutex<TransportStatus>,
+    sent: Mutex<Vec<Outbound>>,
+    sent_changed: Notify,
+    next_id: AtomicU64,
+    starts: AtomicUsize,
+    /// Injected messages the bot has not yet taken from the stream.
+    queued: AtomicUsize,
+    drained: Notify,
+}
+
+impl Inner {
+    fn taken(&self, n: usize) {
+        if n > 0 && self.queued.fetch_sub(n, Ordering::SeqCst) == n {
+            self.drained.notify_waiters();
+        }
+    }
+}
+
+/// The inbound stream. A message counts as taken once the bot comes back for the next event,
+/// which it does only after it queued the previous one on its chat.
+struct Counted {
+    rx: mpsc::UnboundedReceiver<ProviderEvent>,
+    inner: Arc<Inner>,
+    owed: bool,
+}
+
+impl Stream for Counted {
+    type Item = ProviderEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ProviderEvent>> {
+        if std::mem::take(&mut self.owed) {
+            self.inner.taken(1);
+        }
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(Some(ProviderEvent::Message(_))) = &polled {
+            self.owed = true;
+        }
+        polled
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        // Whatever was not taken is gone with the stream.
+        let left = usize::from(self.owed)
+            + std::iter::from_fn(|| self.rx.try_recv().ok())
+                .filter(|e| matches!(e, ProviderEvent::Message(_)))
+                .count();
+        self.inner.taken(left);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Default for TestProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestProvider {
+    /// A shared-session provider with id `test`.
+    pub fn new() -> Self {
+        Self::with("test", Capabilities::shared())
+    }
+
+    /// A provider with the given id and capabilities (use [`Capabilities::exclusive`] to act as
+    /// a WhatsApp Web session or a long-polling transport).
+    pub fn with(id: impl Into<String>, capabilities: Capabilities) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                id: id.into(),
+                capabilities,
+                tx: Mutex::new(None),
+                status: Mutex::new(TransportStatus::Closed),
+                sent: Mutex::new(Vec::new()),
+                sent_changed: Notify::new(),
+                next_id: AtomicU64::new(1),
+                starts: AtomicUsize::new(0),
+                queued: AtomicUsize::new(0),
+                drained: Notify::new(),
+            }),
+        }
+    }
+
+    /// Delivers a message as if a user sent it. Returns `false` when the provider is not
+    /// started (the message goes nowhere, as on a closed transport).
+    pub fn inject(&self, message: Inbound) -> bool {
+        let tx = lock(&self.inner.tx);
+        let Some(tx) = tx.as_ref() else { return false };
+        self.inner.queued.fetch_add(1, Ordering::SeqCst);
+        if tx.send(ProviderEvent::Message(message)).is_err() {
+            self.inner.taken(1);
+            return false;
+        }
+        true
+    }
+
+    /// Waits until the bot has taken every injected message from the provider and handled
+    /// everything it was handed: the point where a test can look at the results.
+    pub async fn settled(&self, bot: &Bot) {
+        loop {
+            let drained = self.inner.drained.notified();
+            if self.inner.queued.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            drained.await;
+        }
+        bot.wait_idle().await;
+    }
+
+    /// A user of `chat` says `text`; returns the message id it was given.
+    pub fn say(&self, chat: &str, text: &str) -> MessageId {
+        let id = self.fresh_id();
+        self.inject(Inbound::text(self.inner.id.as_str(), id.clone(), chat, text));
+        id
+    }
+
+    /// `participant` says `text` in the group `chat`.
+    pub fn say_in_group(&self, chat: &str, participant: &str, text: &str) -> MessageId {
+        let id = self.fresh_id();
+        self.inject(
+            Inbound::text(self.inner.id.as_str(), id.clone(), chat, text).in_group(participant),
+        );
+        id
+    }
+
+    /// A message id not used before by this provider.
+    pub fn fresh_id(&self) -> MessageId {
+        MessageId::from(format!("m{}", self.inner.next_id.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// Everything the bot sent so far, in order.
+    pub fn sent(&self) -> Vec<Outbound> {
+        lock(&self.inner.sent).clone()
+    }
+
+    /// How many messages the bot sent so far.
+    pub fn sent_count(&self) -> usize {
+        lock(&self.inner.sent).len()
+    }
+
+    /// Takes everything sent so far, leaving the log empty.
+    pub fn take_sent(&self) -> Vec<Outbound> {
+        std::mem::take(&mut *lock(&self.inner.sent))
+    }
+
+    /// The texts the bot sent to `chat`, in order.
+    pub fn texts_to(&self, chat: &str) -> Vec<String> {
+        lock(&self.inner.sent)
+            .iter()
+            .filter(|m| m.chat.as_str() == chat)
+            .filter_map(|m| m.text_body().map(str::to_owned))
+            .collect()
+    }
+
+    /// Waits until the bot has sent at least `n` messages in all.
+    pub async fn wait_sent(&self, n: usize) {
+        loop {
+            let changed = self.inner.sent_changed.notified();
+            if self.sent_count() >= n {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Reports the transport as open, as a reconnect would.
+    pub fn open(&self) {
+        self.set_status(TransportStatus::Open);
+    }
+
+    /// Reports the transport as closed, as a logout or a lost connection would.
+    pub fn close(&self) {
+        self.set_status(TransportStatus::Closed);
+    }
+
+    /// How many times the provider was started.
+    pub fn starts(&self) -> usize {
+        self.inner.starts.load(Ordering::SeqCst)
+    }
+
+    fn set_status(&self, status: TransportStatus) {
+        *lock(&self.inner.status) = status;
+        if let Some(tx) = lock(&self.inner.tx).as_ref() {
+            let _ = tx.send(ProviderEvent::Status(status));
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for TestProvider {
+    fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities
+    }
+
+    async fn start(&self) -> Result<InboundStream> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *lock(&self.inner.tx) = Some(tx);
+        self.inner.starts.fetch_add(1, Ordering::SeqCst);
+        self.set_status(TransportStatus::Open);
+        Ok(Box::pin(Counted { rx, inner: Arc::clone(&self.inner), owed: false }))
+    }
+
+    async fn stop(&self) -> Result<()> {
+        *lock(&self.inner.status) = TransportStatus::Closed;
+        lock(&self.inner.tx).take();
+        Ok(())
+    }
+
+    async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
+        if *lock(&self.inner.status) != TransportStatus::Open {
+            return Err(Error::TransportClosed { provider: self.inner.id.clone() });
+        }
+        let id = {
+            let mut sent = lock(&self.inner.sent);
+            sent.push(message.clone());
+            format!("out{}", sent.len())
+        };
+        self.inner.sent_changed.notify_waiters();
+        Ok(SendReceipt::new(Some(MessageId::from(id))))
+    }
+
+    fn status(&self) -> TransportStatus {
+        *lock(&self.inner.status)
+    }
+}

@@ -1,0 +1,109 @@
+//! The coordination side: which replica handles each chat, and which one holds an exclusive
+//! transport.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::Result;
+
+/// A place in a chat's queue, taken when a message is persisted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ticket {
+    /// The chat key.
+    pub key: String,
+    /// The ticket's number; turns go to tickets in increasing order.
+    pub seq: u64,
+    /// The turn, when it was free and granted with the ticket in the same round trip.
+    pub grant: Option<TurnGrant>,
+}
+
+impl Ticket {
+    /// A ticket, with the turn if it came with it.
+    pub fn new(key: impl Into<String>, seq: u64, grant: Option<TurnGrant>) -> Self {
+        Self { key: key.into(), seq, grant }
+    }
+}
+
+/// The right to handle a chat's next message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TurnGrant {
+    /// The chat key.
+    pub key: String,
+    /// The ticket this turn belongs to.
+    pub seq: u64,
+    /// Grows with every grant on the key, also across an eviction of idle state.
+    pub fence: u64,
+    /// The replica that held the previous turn, or `None` when unknown (a re-created chat):
+    /// a different or unknown previous holder means in-memory state must be refreshed.
+    pub previous_holder: Option<String>,
+}
+
+impl TurnGrant {
+    /// A grant.
+    pub fn new(
+        key: impl Into<String>,
+        seq: u64,
+        fence: u64,
+        previous_holder: Option<String>,
+    ) -> Self {
+        Self { key: key.into(), seq, fence, previous_holder }
+    }
+}
+
+/// Leadership of a named role, such as `provider:<id>` or a singleton job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Leadership {
+    /// The role.
+    pub name: String,
+    /// Grows with every change of leader.
+    pub fence: u64,
+}
+
+impl Leadership {
+    /// A leadership with its fence.
+    pub fn new(name: impl Into<String>, fence: u64) -> Self {
+        Self { name: name.into(), fence }
+    }
+}
+
+/// A coordination backend shared by the replicas of one bot.
+///
+/// Implementations keep, per chat key, a queue of tickets and the current holder of the turn,
+/// and per replica incarnation a heartbeat lease. A holder whose lease expired is treated as
+/// dead: its turn is taken back and its queued tickets are skipped.
+#[async_trait]
+pub trait Coordinator: Send + Sync + 'static {
+    /// The replica's id, unique among running replicas.
+    fn replica_id(&self) -> &str;
+
+    /// A nonce unique to this coordinator instance. A replica restarted with the same id has a
+    /// new incarnation and never inherits the tickets of the process that died.
+    fn incarnation(&self) -> &str;
+
+    /// Takes a ticket in `key`'s queue, with the turn when it is free.
+    async fn take_ticket(&self, key: &str) -> Result<Ticket>;
+
+    /// Waits until `ticket`'s turn comes, at most `timeout`.
+    ///
+    /// Fails with [`Error::CoordinationUnavailable`](crate::Error::CoordinationUnavailable)
+    /// when the time runs out or the backend cannot be reached.
+    async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant>;
+
+    /// Gives the turn back so the next ticket can run. Returns `false` when the turn was no
+    /// longer ours.
+    async fn release_turn(&self, grant: &TurnGrant) -> Result<bool>;
+
+    /// Renews this replica's heartbeat and every lease it holds, for `lease` from now.
+    async fn heartbeat(&self, lease: Duration) -> Result<()>;
+
+    /// Becomes leader of `name` for `lease` if no live replica is, or renews it if this one
+    /// already is. `None` when another replica leads.
+    async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>>;
+
+    /// Gives up leadership. Returns `false` when it was no longer ours.
+    async fn resign(&self, leadership: &Leadership) -> Result<bool>;
+}

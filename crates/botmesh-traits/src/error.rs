@@ -1,0 +1,234 @@
+//! The errors every botmesh crate shares.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A boxed error from a backend, a provider or user code.
+///
+/// Foreign error types never appear in this crate's API: they travel as the `source` of an
+/// [`Error`], where callers can still downcast them.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A `Result` whose error defaults to [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a replica lost its hold on a chat, a lease or a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeaseLostReason {
+    /// Another holder wrote after us: a compare-and-set was refused.
+    Superseded,
+    /// The lease ran out in the backend before it was renewed.
+    Expired,
+    /// This replica stalled for most of the lease and gave it up before it could expire.
+    Stalled,
+    /// The lease was given up on purpose (shutdown, step-down).
+    Released,
+}
+
+impl LeaseLostReason {
+    /// The reason as a short lowercase word, as it appears in logs and events.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Superseded => "superseded",
+            Self::Expired => "expired",
+            Self::Stalled => "stalled",
+            Self::Released => "released",
+        }
+    }
+}
+
+impl fmt::Display for LeaseLostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error type of the botmesh contract.
+///
+/// Match on the variant, or on [`Error::kind`] when only the class matters.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// This replica no longer holds what it was acting under.
+    #[error("lease lost on {key}: {reason}")]
+    LeaseLost {
+        /// The chat key, lease or lock name that was lost.
+        key: String,
+        /// Why it was lost.
+        reason: LeaseLostReason,
+    },
+    /// The provider's exclusive transport is connected on another replica.
+    #[error("provider {provider} is connected on another replica; this one stands by")]
+    ProviderNotLeader {
+        /// The provider's id.
+        provider: String,
+    },
+    /// A message could not get its chat's turn in time, or the coordination backend is down.
+    #[error("coordination unavailable: {reason}")]
+    CoordinationUnavailable {
+        /// What was being attempted.
+        reason: String,
+        /// The backend's own error, if there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A store operation failed.
+    #[error("store operation {op} failed")]
+    Store {
+        /// The operation, such as `set_checkpoint_if`.
+        op: &'static str,
+        /// The backend's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The store does not implement an optional operation.
+    #[error("the store does not support {op}")]
+    Unsupported {
+        /// The operation that was asked for.
+        op: &'static str,
+    },
+    /// A provider operation failed.
+    #[error("provider {provider} failed to {op}")]
+    Provider {
+        /// The provider's id.
+        provider: String,
+        /// The operation, such as `send`.
+        op: &'static str,
+        /// The transport's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The provider's transport is closed.
+    #[error("provider {provider} is not connected")]
+    TransportClosed {
+        /// The provider's id.
+        provider: String,
+    },
+    /// The remote platform throttled us.
+    #[error("rate limited; retry after {retry_after:?}")]
+    RateLimited {
+        /// How long the platform asked us to wait.
+        retry_after: Duration,
+    },
+    /// Data read back from a store or a platform could not be understood.
+    #[error("corrupt {what}")]
+    Corrupt {
+        /// What was being decoded.
+        what: String,
+        /// The decoding error.
+        #[source]
+        source: BoxError,
+    },
+    /// Input that the framework refuses, such as a message too large to accept.
+    #[error("invalid input: {reason}")]
+    InvalidInput {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A configuration value is wrong (a malformed URL, a missing setting).
+    #[error("invalid configuration")]
+    Configuration(#[source] BoxError),
+}
+
+/// The class of an [`Error`], for code that only needs to decide what to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// See [`Error::LeaseLost`].
+    LeaseLost,
+    /// See [`Error::ProviderNotLeader`].
+    ProviderNotLeader,
+    /// See [`Error::CoordinationUnavailable`].
+    CoordinationUnavailable,
+    /// See [`Error::Store`].
+    Store,
+    /// See [`Error::Unsupported`].
+    Unsupported,
+    /// See [`Error::Provider`].
+    Provider,
+    /// See [`Error::TransportClosed`].
+    TransportClosed,
+    /// See [`Error::RateLimited`].
+    RateLimited,
+    /// See [`Error::Corrupt`].
+    Corrupt,
+    /// See [`Error::InvalidInput`].
+    InvalidInput,
+    /// See [`Error::Configuration`].
+    Configuration,
+}
+
+impl Error {
+    /// The class of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::LeaseLost { .. } => ErrorKind::LeaseLost,
+            Self::ProviderNotLeader { .. } => ErrorKind::ProviderNotLeader,
+            Self::CoordinationUnavailable { .. } => ErrorKind::CoordinationUnavailable,
+            Self::Store { .. } => ErrorKind::Store,
+            Self::Unsupported { .. } => ErrorKind::Unsupported,
+            Self::Provider { .. } => ErrorKind::Provider,
+            Self::TransportClosed { .. } => ErrorKind::TransportClosed,
+            Self::RateLimited { .. } => ErrorKind::RateLimited,
+            Self::Corrupt { .. } => ErrorKind::Corrupt,
+            Self::InvalidInput { .. } => ErrorKind::InvalidInput,
+            Self::Configuration(_) => ErrorKind::Configuration,
+        }
+    }
+
+    /// Whether trying the same operation again later may succeed.
+    ///
+    /// Backend and transport faults are retryable; a lost lease, bad input or a wrong
+    /// configuration are not.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.kind(),
+            ErrorKind::CoordinationUnavailable
+                | ErrorKind::Store
+                | ErrorKind::Provider
+                | ErrorKind::TransportClosed
+                | ErrorKind::RateLimited
+        )
+    }
+
+    /// Wraps a backend error raised by store operation `op`.
+    pub fn store(op: &'static str, source: impl Into<BoxError>) -> Self {
+        Self::Store { op, source: source.into() }
+    }
+
+    /// Wraps a decoding error for `what`.
+    pub fn corrupt(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Corrupt { what: what.into(), source: source.into() }
+    }
+
+    /// Wraps a transport error raised by provider `provider` during `op`.
+    pub fn provider(
+        provider: impl Into<String>,
+        op: &'static str,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Self::Provider { provider: provider.into(), op, source: source.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_lost_is_not_retryable_and_names_its_reason() {
+        let e = Error::LeaseLost { key: "chat:1".into(), reason: LeaseLostReason::Superseded };
+        assert_eq!(e.kind(), ErrorKind::LeaseLost);
+        assert!(!e.is_retryable());
+        assert_eq!(e.to_string(), "lease lost on chat:1: superseded");
+    }
+
+    #[test]
+    fn backend_faults_are_retryable() {
+        let e = Error::store("get_chat", std::io::Error::other("reset"));
+        assert!(e.is_retryable());
+        let e = Error::CoordinationUnavailable { reason: "turn wait".into(), source: None };
+        assert!(e.is_retryable());
+    }
+}

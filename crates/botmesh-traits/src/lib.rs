@@ -1,0 +1,53 @@
+//! The shared contract of botmesh.
+//!
+//! This crate holds the traits that providers ([`Provider`]), stores ([`Store`]) and
+//! coordination backends ([`Coordinator`]) implement, the message model they exchange
+//! ([`Inbound`], [`Outbound`]) and the errors users match on ([`Error`], [`ErrorKind`]).
+//!
+//! Depend on it when you write a provider, a store or a coordinator. To build a bot, depend on
+//! `botmesh-core` instead; it re-exports everything here.
+//!
+//! # Design
+//!
+//! The crate is small on purpose: traits, value types and errors, with no runtime. It depends
+//! on `serde`, `thiserror`, `futures-core` and `async-trait` only, so a custom store or provider
+//! pulls in no executor, no HTTP client and no database driver through it.
+//!
+//! The three traits are used as trait objects (`Arc<dyn Store>`), so their async methods are
+//! written with [`async_trait`] and return boxed futures. New methods always arrive with a
+//! default body, so an implementation written today keeps compiling; the one exception is
+//! [`Provider::capabilities`], which every provider must state.
+//!
+//! Stores keep flow state as opaque JSON text: the runtime decides what a checkpoint holds, the
+//! store only guarantees how it is written (revision chains, expiry, atomic compare-and-set).
+//!
+//! # Example: a store that declares what it can do
+//!
+//! ```
+//! use botmesh_traits::StoreCapabilities;
+//!
+//! let caps = StoreCapabilities::local().with_atomic_checkpoints(true);
+//! assert!(caps.atomic_checkpoints());
+//! assert!(!caps.shared());
+//! ```
+
+pub use async_trait::async_trait;
+
+mod coordinator;
+mod error;
+mod message;
+mod provider;
+mod store;
+
+pub use coordinator::{Coordinator, Leadership, Ticket, TurnGrant};
+pub use error::{BoxError, Error, ErrorKind, LeaseLostReason, Result};
+pub use message::{
+    Button, ChatId, ChatKey, Content, Inbound, MediaKind, MessageId, Outbound, OutboundContent,
+};
+pub use provider::{
+    Capabilities, InboundStream, Provider, ProviderEvent, SendReceipt, TransportStatus,
+};
+pub use store::{
+    CasOutcome, ChatRecord, CheckpointRecord, CheckpointWrite, FencedLock, InboxAppend,
+    InboxRecord, InboxState, LeaseGrant, Store, StoreCapabilities,
+};

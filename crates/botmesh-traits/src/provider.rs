@@ -1,0 +1,107 @@
+//! The transport side: how a bot receives and sends messages.
+
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures_core::Stream;
+
+use crate::{Inbound, MessageId, Outbound, Result};
+
+/// What a provider's transport can and cannot share.
+///
+/// Built with [`Capabilities::exclusive`] or [`Capabilities::shared`]; the struct is
+/// `#[non_exhaustive]`, so later capabilities arrive without breaking providers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Only one process may hold the transport at a time (a WhatsApp Web session, Telegram
+    /// long polling, a Discord gateway, an IMAP session). With several replicas, only the
+    /// elected one starts it.
+    pub exclusive_session: bool,
+    /// The provider can send buttons natively.
+    pub buttons: bool,
+}
+
+impl Capabilities {
+    /// A transport only one process may hold at a time.
+    pub const fn exclusive() -> Self {
+        Self { exclusive_session: true, buttons: false }
+    }
+
+    /// A transport every replica may run at once (webhooks).
+    pub const fn shared() -> Self {
+        Self { exclusive_session: false, buttons: false }
+    }
+
+    /// Declares native button support.
+    pub const fn with_buttons(mut self, buttons: bool) -> Self {
+        self.buttons = buttons;
+        self
+    }
+}
+
+/// Whether a provider's transport is connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransportStatus {
+    /// Connected: messages flow both ways.
+    Open,
+    /// Not connected: not started yet, logged out, or reconnecting.
+    Closed,
+}
+
+/// Something a running provider reports.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ProviderEvent {
+    /// A user sent a message.
+    Message(Inbound),
+    /// The transport opened or closed.
+    Status(TransportStatus),
+}
+
+/// The stream of events a started provider yields. It ends when the provider stops.
+pub type InboundStream = Pin<Box<dyn Stream<Item = ProviderEvent> + Send + 'static>>;
+
+/// What a provider returns for a sent message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SendReceipt {
+    /// The platform's id for the sent message, when it gives one.
+    pub id: Option<MessageId>,
+}
+
+impl SendReceipt {
+    /// A receipt carrying the platform's id.
+    pub fn new(id: Option<MessageId>) -> Self {
+        Self { id }
+    }
+}
+
+/// A transport between a bot and its users.
+///
+/// A provider owns its connection (a websocket, a long-polling loop, a webhook endpoint).
+/// [`start`](Provider::start) opens it and hands back the stream of what arrives;
+/// [`send`](Provider::send) may be called from many tasks at once.
+#[async_trait]
+pub trait Provider: Send + Sync + 'static {
+    /// A stable id, unique within one bot (`telegram`, `whatsapp-web:shop`). With several
+    /// replicas, the exclusive session is elected under `provider:<id>`.
+    fn id(&self) -> &str;
+
+    /// What the transport can share. Required: every provider states whether its session is
+    /// exclusive.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Connects the transport and returns the stream of inbound events.
+    async fn start(&self) -> Result<InboundStream>;
+
+    /// Disconnects. The inbound stream ends after this returns.
+    async fn stop(&self) -> Result<()>;
+
+    /// Sends a message.
+    async fn send(&self, message: &Outbound) -> Result<SendReceipt>;
+
+    /// Whether the transport is connected right now.
+    fn status(&self) -> TransportStatus;
+}
