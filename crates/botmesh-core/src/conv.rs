@@ -17,6 +17,10 @@ use crate::{BotError, Message, Result, Step};
 
 /// What a waiting conversation is woken with.
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one input per wake-up, moved once; boxing would allocate per message"
+)]
 pub(crate) enum Input {
     Message(Message),
     Idle(Duration),

@@ -60,10 +60,10 @@ impl Dedupe {
         if self.seen.contains(&entry) {
             return false;
         }
-        if self.order.len() >= self.capacity {
-            if let Some(old) = self.order.pop_front() {
-                self.seen.remove(&old);
-            }
+        if self.order.len() >= self.capacity
+            && let Some(old) = self.order.pop_front()
+        {
+            self.seen.remove(&old);
         }
         self.seen.insert(entry.clone());
         self.order.push_back(entry);
@@ -503,10 +503,10 @@ impl Worker {
         // Dropping the future first stops whatever the conversation was doing.
         let Active { ctx, name, fut, .. } = active;
         drop(fut);
-        if reason != EndReason::Stopped {
-            if let Err(e) = ctx.clear_checkpoint().await {
-                self.report(e);
-            }
+        if reason != EndReason::Stopped
+            && let Err(e) = ctx.clear_checkpoint().await
+        {
+            self.report(e);
         }
         self.shared().events.emit(Event::ConversationEnded { key: self.key.clone(), name, reason });
     }

@@ -14,7 +14,7 @@
 //! pulls in no executor, no HTTP client and no database driver through it.
 //!
 //! The three traits are used as trait objects (`Arc<dyn Store>`), so their async methods are
-//! written with [`async_trait`] and return boxed futures. New methods always arrive with a
+//! written with [`async_trait`](macro@async_trait) and return boxed futures. New methods always arrive with a
 //! default body, so an implementation written today keeps compiling; the one exception is
 //! [`Provider::capabilities`], which every provider must state.
 //!

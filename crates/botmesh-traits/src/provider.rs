@@ -53,6 +53,10 @@ pub enum TransportStatus {
 /// Something a running provider reports.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "messages are nearly every event; boxing them would allocate once per message"
+)]
 pub enum ProviderEvent {
     /// A user sent a message.
     Message(Inbound),
