@@ -74,7 +74,12 @@ impl Leadership {
 ///
 /// Implementations keep, per chat key, a queue of tickets and the current holder of the turn,
 /// and per replica incarnation a heartbeat lease. A holder whose lease expired is treated as
-/// dead: its turn is taken back and its queued tickets are skipped.
+/// dead: its turn is taken back and its queued tickets are skipped. The turns and leaderships
+/// an incarnation holds live exactly as long as its heartbeat lease, so one
+/// [`heartbeat`](Coordinator::heartbeat) renews all of them.
+///
+/// Fences (of turns and of leaderships) come from one counter per backend that only grows, so
+/// they stay monotonic per key also when idle state is evicted and re-created.
 #[async_trait]
 pub trait Coordinator: Send + Sync + 'static {
     /// The replica's id, unique among running replicas.
@@ -96,6 +101,11 @@ pub trait Coordinator: Send + Sync + 'static {
     /// Gives the turn back so the next ticket can run. Returns `false` when the turn was no
     /// longer ours.
     async fn release_turn(&self, grant: &TurnGrant) -> Result<bool>;
+
+    /// Withdraws a ticket that will not wait for its turn (its wait timed out, its message was
+    /// dropped), so that the tickets behind it are not held up. A ticket already granted is
+    /// released.
+    async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()>;
 
     /// Renews this replica's heartbeat and every lease it holds, for `lease` from now.
     async fn heartbeat(&self, lease: Duration) -> Result<()>;
