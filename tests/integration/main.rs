@@ -9,6 +9,7 @@ mod conversations;
 mod dispatch;
 mod flows;
 mod persistence;
+mod replicas;
 mod robustness;
 mod shop;
 mod stores;

@@ -2,10 +2,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use botmesh_traits::{
     BoxError, Error, Inbound, Outbound, Provider, ProviderEvent, SendReceipt, Store,
+    TransportStatus, async_trait,
 };
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -16,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
+use crate::coordination::{Coordination, Host, TurnSlot};
 use crate::dispatcher::{Accepted, Dispatcher};
 use crate::event::{EventBus, Listener};
 use crate::flow::Def;
@@ -41,10 +44,29 @@ pub(crate) struct Shared {
     pub(crate) hooks: Vec<HookFn>,
     pub(crate) has_persistent: bool,
     pub(crate) max_body_bytes: usize,
+    pub(crate) coordination: Option<Arc<dyn Coordination>>,
+    /// Checkpoint writes are compare-and-set: coordination is on and the store can.
+    pub(crate) cas_checkpoints: bool,
+    /// Whether this process runs the provider's transport now.
+    pub(crate) transport_up: watch::Sender<bool>,
 }
 
 impl Shared {
+    /// Sends under a chat's turn: refused with `LeaseLost` once the turn is known lost.
+    pub(crate) async fn send_fenced(
+        &self,
+        turn: &TurnSlot,
+        message: &Outbound,
+    ) -> Result<SendReceipt> {
+        turn.check()?;
+        self.send(message).await
+    }
+
     pub(crate) async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
+        if self.coordination.is_some() && !*self.transport_up.borrow() {
+            // A standby replica: the transport is connected elsewhere.
+            return Err(Error::ProviderNotLeader { provider: self.provider.id().to_owned() }.into());
+        }
         let receipt = self.provider.send(message).await?;
         self.events.emit(Event::Sent { chat: message.chat.clone() });
         Ok(receipt)
@@ -85,6 +107,7 @@ pub struct BotBuilder {
     dedupe_capacity: usize,
     max_body_bytes: usize,
     event_capacity: usize,
+    coordination: Option<Arc<dyn Coordination>>,
 }
 
 impl std::fmt::Debug for BotBuilder {
@@ -115,6 +138,7 @@ impl BotBuilder {
             dedupe_capacity: 10_000,
             max_body_bytes: 256 * 1024,
             event_capacity: 1024,
+            coordination: None,
         }
     }
 
@@ -213,6 +237,13 @@ impl BotBuilder {
         self
     }
 
+    /// Runs the bot as one of several replicas under a coordination runtime (built by
+    /// `botmesh-coord`). Without it the bot is a single process and no coordination code runs.
+    pub fn coordination(mut self, coordination: Arc<dyn Coordination>) -> Self {
+        self.coordination = Some(coordination);
+        self
+    }
+
     /// Builds the bot.
     pub fn build(self) -> Result<Bot, ConfigError> {
         let provider = self.provider.ok_or(ConfigError::MissingProvider)?;
@@ -235,6 +266,8 @@ impl BotBuilder {
                 return Err(ConfigError::DuplicateName { name });
             }
         }
+        let cas_checkpoints =
+            self.coordination.is_some() && store.capabilities().atomic_checkpoints();
         let shared = Arc::new(Shared {
             provider,
             store,
@@ -246,11 +279,20 @@ impl BotBuilder {
             hooks: self.hooks,
             has_persistent,
             max_body_bytes: self.max_body_bytes,
+            cas_checkpoints,
+            coordination: self.coordination,
+            transport_up: watch::channel(false).0,
         });
         let dispatcher = Arc::new(Dispatcher::new(Arc::clone(&shared), self.dedupe_capacity));
-        let (closed, _) = watch::channel(true);
         Ok(Bot {
-            inner: Arc::new(BotInner { shared, dispatcher, intake: Mutex::new(None), closed }),
+            inner: Arc::new(BotInner {
+                shared,
+                dispatcher,
+                intake: Mutex::new(None),
+                closed: watch::channel(true).0,
+                stopping: AtomicBool::new(false),
+                transport_lock: tokio::sync::Mutex::new(()),
+            }),
         })
     }
 }
@@ -261,6 +303,115 @@ struct BotInner {
     intake: Mutex<Option<JoinHandle<()>>>,
     /// `true` while no provider stream is being read.
     closed: watch::Sender<bool>,
+    /// Set by [`Bot::stop`]: the transport may not start again.
+    stopping: AtomicBool,
+    /// Serializes starting and stopping the transport.
+    transport_lock: tokio::sync::Mutex<()>,
+}
+
+impl BotInner {
+    async fn start_transport(&self) -> Result<()> {
+        let _serial = self.transport_lock.lock().await;
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(BotError::NotRunning);
+        }
+        let shared = &self.shared;
+        if *shared.transport_up.borrow() {
+            return Ok(());
+        }
+        let mut stream = shared.provider.start().await?;
+        let dispatcher = Arc::clone(&self.dispatcher);
+        let events = Arc::clone(shared);
+        let provider_id = shared.provider.id().to_owned();
+        let closed = self.closed.clone();
+        closed.send_replace(false);
+        let intake = tokio::spawn(async move {
+            while let Some(event) = stream.next().await {
+                match event {
+                    ProviderEvent::Message(m) => {
+                        // Refusals are reported as events by the dispatcher itself.
+                        let _ = dispatcher.dispatch(m);
+                    }
+                    ProviderEvent::Status(status) => {
+                        events
+                            .events
+                            .emit(Event::Transport { provider: provider_id.clone(), status });
+                    }
+                    _ => {}
+                }
+            }
+            closed.send_replace(true);
+        });
+        if let Ok(mut slot) = self.intake.lock()
+            && let Some(old) = slot.replace(intake)
+        {
+            old.abort();
+        }
+        shared.transport_up.send_replace(true);
+        Ok(())
+    }
+
+    async fn stop_transport(&self) -> Result<()> {
+        let _serial = self.transport_lock.lock().await;
+        let intake = self.intake.lock().ok().and_then(|mut s| s.take());
+        let Some(mut intake) = intake else { return Ok(()) };
+        self.shared.transport_up.send_replace(false);
+        let stopped = self.shared.provider.stop().await;
+        // A stopped provider ends its stream; let what it still holds reach the queues.
+        if tokio::time::timeout(DRAIN_GRACE, &mut intake).await.is_err() {
+            tracing::warn!(target: "botmesh", "provider stream did not end after stop; abandoning it");
+            intake.abort();
+        }
+        stopped.map_err(Into::into)
+    }
+}
+
+/// The bot as the coordination runtime sees it.
+struct BotHost(Weak<BotInner>);
+
+impl BotHost {
+    fn inner(&self) -> Result<Arc<BotInner>> {
+        self.0.upgrade().ok_or(BotError::NotRunning)
+    }
+}
+
+#[async_trait]
+impl Host for BotHost {
+    fn emit(&self, event: Event) {
+        if let Ok(inner) = self.inner() {
+            inner.shared.events.emit(event);
+        }
+    }
+
+    fn provider_id(&self) -> String {
+        self.inner().map(|i| i.shared.provider.id().to_owned()).unwrap_or_default()
+    }
+
+    fn provider_exclusive(&self) -> bool {
+        self.inner().is_ok_and(|i| i.shared.provider.capabilities().exclusive_session)
+    }
+
+    fn transport_status(&self) -> TransportStatus {
+        self.inner().map_or(TransportStatus::Closed, |i| {
+            if *i.shared.transport_up.borrow() {
+                i.shared.provider.status()
+            } else {
+                TransportStatus::Closed
+            }
+        })
+    }
+
+    fn transport_running(&self) -> bool {
+        self.inner().is_ok_and(|i| *i.shared.transport_up.borrow())
+    }
+
+    async fn start_transport(&self) -> Result<(), BotError> {
+        self.inner()?.start_transport().await
+    }
+
+    async fn stop_transport(&self) -> Result<(), BotError> {
+        self.inner()?.stop_transport().await
+    }
 }
 
 /// How long [`Bot::stop`] waits for the provider's stream to deliver what it still holds.
@@ -304,59 +455,55 @@ impl Bot {
         BotBuilder::new()
     }
 
-    /// Starts the provider and handles what it receives until [`Bot::stop`].
+    /// Starts the bot: the provider's transport (or, under coordination, the heartbeats and
+    /// the campaign for an exclusive transport), and handles what arrives until [`Bot::stop`].
     pub async fn start(&self) -> Result<()> {
         let shared = &self.inner.shared;
+        self.inner.stopping.store(false, Ordering::SeqCst);
         self.inner.dispatcher.open();
-        let mut stream = shared.provider.start().await?;
-        let dispatcher = Arc::clone(&self.inner.dispatcher);
-        let events = Arc::clone(shared);
-        let provider_id = shared.provider.id().to_owned();
-        let closed = self.inner.closed.clone();
-        closed.send_replace(false);
-        let intake = tokio::spawn(async move {
-            while let Some(event) = stream.next().await {
-                match event {
-                    ProviderEvent::Message(m) => {
-                        // Refusals are reported as events by the dispatcher itself.
-                        let _ = dispatcher.dispatch(m);
-                    }
-                    ProviderEvent::Status(status) => {
-                        events
-                            .events
-                            .emit(Event::Transport { provider: provider_id.clone(), status });
-                    }
-                    _ => {}
+        match &shared.coordination {
+            Some(coordination) => {
+                if !shared.store.capabilities().atomic_checkpoints() {
+                    tracing::warn!(
+                        target: "botmesh",
+                        "the store has no atomic checkpoint writes: replicas fall back to the local fence only"
+                    );
                 }
+                let host: Arc<dyn Host> = Arc::new(BotHost(Arc::downgrade(&self.inner)));
+                coordination.start(host).await?;
             }
-            closed.send_replace(true);
-        });
-        if let Ok(mut slot) = self.inner.intake.lock()
-            && let Some(old) = slot.replace(intake)
-        {
-            old.abort();
+            None => self.inner.start_transport().await?,
         }
         shared.events.emit(Event::Started);
         Ok(())
     }
 
-    /// Stops the provider, lets every chat finish the messages already queued, and waits for
+    /// Stops the transport, lets every chat finish the messages already queued, and waits for
     /// them. Conversations waiting for an answer end with [`EndReason::Stopped`](crate::EndReason);
-    /// persistent checkpoints stay in the store.
+    /// persistent checkpoints stay in the store. Under coordination, leaderships are given up
+    /// and heartbeats stop last.
     pub async fn stop(&self) -> Result<()> {
         let shared = &self.inner.shared;
-        let stopped = shared.provider.stop().await;
-        let intake = self.inner.intake.lock().ok().and_then(|mut s| s.take());
-        if let Some(mut intake) = intake {
-            // A stopped provider ends its stream; let what it still holds reach the queues.
-            if tokio::time::timeout(DRAIN_GRACE, &mut intake).await.is_err() {
-                tracing::warn!(target: "botmesh", "provider stream did not end after stop; abandoning it");
-                intake.abort();
-            }
-        }
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        let stopped = self.inner.stop_transport().await;
         self.inner.dispatcher.close().await;
+        if let Some(coordination) = &shared.coordination {
+            coordination.stop().await;
+        }
         shared.events.emit(Event::Stopped);
-        stopped.map_err(Into::into)
+        stopped
+    }
+
+    /// Waits until this process runs the provider's transport: at once for a single process or
+    /// a shared session; on a standby replica, only once it is elected.
+    pub async fn ready(&self) {
+        let mut rx = self.inner.shared.transport_up.subscribe();
+        let _ = rx.wait_for(|up| *up).await;
+    }
+
+    /// Whether this process runs the provider's transport now.
+    pub fn is_transport_running(&self) -> bool {
+        *self.inner.shared.transport_up.borrow()
     }
 
     /// Waits until the provider's inbound stream has ended (the transport hung up, or the

@@ -7,12 +7,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use botmesh_traits::{ChatId, ChatKey, CheckpointWrite, Outbound, OutboundContent};
+use botmesh_traits::{
+    CasOutcome, ChatId, ChatKey, CheckpointWrite, Error, LeaseLostReason, Outbound, OutboundContent,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::bot::Shared;
+use crate::coordination::TurnSlot;
 use crate::{BotError, Message, Result, Step};
 
 /// What a waiting conversation is woken with.
@@ -129,6 +132,7 @@ struct Inner {
     key: ChatKey,
     chat: ChatId,
     link: Arc<Link>,
+    turn: Arc<TurnSlot>,
     st: Mutex<ConvState>,
 }
 
@@ -146,14 +150,16 @@ struct ConvState {
     idle: Option<Duration>,
     timeout: Option<Duration>,
     persistent: bool,
-    /// Whether this conversation wrote a checkpoint that is still there.
-    checkpointed: bool,
+    /// The revision of the checkpoint this conversation last wrote or resumed from; `None`
+    /// when it has none in the store.
+    revision: Option<u64>,
 }
 
 impl ConvCtx {
     pub(crate) fn new(
         shared: Arc<Shared>,
         link: Arc<Link>,
+        turn: Arc<TurnSlot>,
         message: Message,
         name: String,
         timeout: Option<Duration>,
@@ -169,7 +175,7 @@ impl ConvCtx {
             idle: None,
             timeout,
             persistent: false,
-            checkpointed: false,
+            revision: None,
         };
         Self {
             inner: Arc::new(Inner {
@@ -177,6 +183,7 @@ impl ConvCtx {
                 key: message.key(),
                 chat: message.chat().clone(),
                 link,
+                turn,
                 st: Mutex::new(st),
             }),
         }
@@ -257,7 +264,8 @@ impl ConvCtx {
 
     /// Sends any content to the chat.
     pub async fn send_content(&self, content: OutboundContent) -> Result<()> {
-        self.inner.shared.send(&Outbound::new(self.inner.chat.clone(), content)).await.map(|_| ())
+        let message = Outbound::new(self.inner.chat.clone(), content);
+        self.inner.shared.send_fenced(&self.inner.turn, &message).await.map(|_| ())
     }
 
     /// Pauses the conversation. The chat's turn stays held meanwhile.
@@ -347,10 +355,6 @@ impl ConvCtx {
         self.st().preset = answer;
     }
 
-    pub(crate) fn checkpointed(&self) -> bool {
-        self.st().checkpointed
-    }
-
     pub(crate) fn link(&self) -> &Arc<Link> {
         &self.inner.link
     }
@@ -389,27 +393,47 @@ impl ConvCtx {
             field: String::new(),
             source,
         })?;
-        self.inner
-            .shared
-            .store
-            .set_checkpoint(self.inner.key.as_str(), &CheckpointWrite::new(data))
-            .await?;
-        self.st().checkpointed = true;
+        // Fenced like a send: a replica whose turn is known lost does not write.
+        self.inner.turn.check()?;
+        let store = &self.inner.shared.store;
+        let key = self.inner.key.as_str();
+        let write = CheckpointWrite::new(data);
+        let revision = if self.inner.shared.cas_checkpoints {
+            let expected = self.st().revision;
+            match store.set_checkpoint_if(key, &write, expected).await? {
+                CasOutcome::Written { revision } => revision,
+                _ => {
+                    return Err(Error::LeaseLost {
+                        key: key.to_owned(),
+                        reason: LeaseLostReason::Superseded,
+                    }
+                    .into());
+                }
+            }
+        } else {
+            store.set_checkpoint(key, &write).await?
+        };
+        self.st().revision = Some(revision);
         Ok(())
     }
 
-    /// Deletes this conversation's checkpoint, if it wrote one.
+    /// Deletes this conversation's checkpoint, if it has one. Under coordination the delete is
+    /// conditional: a newer owner's row stays.
     pub(crate) async fn clear_checkpoint(&self) -> Result<()> {
-        if !self.checkpointed() {
-            return Ok(());
+        let Some(revision) = self.st().revision else { return Ok(()) };
+        self.inner.turn.check()?;
+        let store = &self.inner.shared.store;
+        if self.inner.shared.cas_checkpoints {
+            store.clear_checkpoint_if(self.inner.key.as_str(), revision).await?;
+        } else {
+            store.clear_checkpoint(self.inner.key.as_str()).await?;
         }
-        self.inner.shared.store.clear_checkpoint(self.inner.key.as_str()).await?;
-        self.st().checkpointed = false;
+        self.st().revision = None;
         Ok(())
     }
 
-    /// Marks a checkpoint found in the store as this conversation's own.
-    pub(crate) fn adopt_checkpoint(&self) {
-        self.st().checkpointed = true;
+    /// Takes a checkpoint found in the store, at `revision`, as this conversation's own.
+    pub(crate) fn adopt_checkpoint(&self, revision: u64) {
+        self.st().revision = Some(revision);
     }
 }

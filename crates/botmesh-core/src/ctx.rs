@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bot::Shared;
+use crate::coordination::TurnSlot;
 use crate::{Message, Result};
 
 /// What a message handler gets: the message, and ways to answer it.
@@ -15,6 +16,7 @@ use crate::{Message, Result};
 #[derive(Clone)]
 pub struct Ctx {
     shared: Arc<Shared>,
+    turn: Arc<TurnSlot>,
     message: Arc<Message>,
     start: Arc<Mutex<Option<String>>>,
 }
@@ -26,8 +28,8 @@ impl std::fmt::Debug for Ctx {
 }
 
 impl Ctx {
-    pub(crate) fn new(shared: Arc<Shared>, message: Message) -> Self {
-        Self { shared, message: Arc::new(message), start: Arc::default() }
+    pub(crate) fn new(shared: Arc<Shared>, turn: Arc<TurnSlot>, message: Message) -> Self {
+        Self { shared, turn, message: Arc::new(message), start: Arc::default() }
     }
 
     /// The message, after the `before_message` hooks.
@@ -62,14 +64,14 @@ impl Ctx {
 
     /// Sends a text to the chat the message came from.
     pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
-        self.shared
-            .send(&Outbound::new(self.chat().clone(), OutboundContent::Text { body: text.into() }))
-            .await
+        let message =
+            Outbound::new(self.chat().clone(), OutboundContent::Text { body: text.into() });
+        self.shared.send_fenced(&self.turn, &message).await
     }
 
-    /// Sends any message.
+    /// Sends any message, fenced by the chat's turn like [`Ctx::reply`].
     pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
-        self.shared.send(message).await
+        self.shared.send_fenced(&self.turn, message).await
     }
 
     /// Reads the data kept for this user (`ctx.user`), an empty object when there is none.

@@ -1,5 +1,11 @@
 //! One FIFO queue and one worker task per chat key; chats run in parallel, each chat strictly
 //! in order.
+//!
+//! Under coordination a second task per chat, the ticketer, sits in front of the worker: it
+//! takes the chat's tickets in arrival order while the worker is still busy with earlier
+//! messages, so a message's place in the chat's queue is fixed when it arrives, not when this
+//! replica gets round to it. The worker then waits for each ticket's turn, handles the job, and
+//! gives the turn back once the conversation it fed is waiting again or has ended.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -10,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, ChatRecord, Error, Inbound};
+use botmesh_traits::{ChatKey, ChatRecord, Error, Inbound, Ticket};
 use futures_util::FutureExt;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -18,10 +24,11 @@ use tracing::Instrument;
 
 use crate::bot::Shared;
 use crate::conv::{CHECKPOINT_VERSION, CheckpointDoc, Input, Link, Park};
+use crate::coordination::{Coordination, TurnSlot};
 use crate::flow::Def;
 use crate::runner::{self, Next, Resume};
 use crate::texts::keys;
-use crate::{BotError, ConvCtx, Ctx, EndReason, Event, Message, Result};
+use crate::{BotError, ConvCtx, Ctx, EndReason, Event, HandoverOutcome, Message, Result};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section on these mutexes is a few map operations without user code.
@@ -71,9 +78,32 @@ impl Dedupe {
     }
 }
 
+/// Something a chat's worker does under the chat's turn.
+enum Work {
+    Message(Inbound),
+    /// A conversation timer came due: `serial` names the conversation, `park` the wait.
+    Timer {
+        serial: u64,
+        park: u64,
+        timer: Timer,
+    },
+}
+
+/// A unit of work with, under coordination, the ticket taken for it on arrival.
+struct Job {
+    work: Work,
+    ticket: Option<Result<Ticket, Error>>,
+}
+
+/// A chat's registration: where its jobs go, and how many are not finished yet.
+struct Entry {
+    tx: mpsc::UnboundedSender<Job>,
+    pending: Arc<AtomicUsize>,
+}
+
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
-    chats: Mutex<HashMap<ChatKey, mpsc::UnboundedSender<Inbound>>>,
+    chats: Mutex<HashMap<ChatKey, Entry>>,
     dedupe: Mutex<Dedupe>,
     closed: AtomicBool,
     pending: AtomicUsize,
@@ -104,7 +134,7 @@ impl Dispatcher {
         self.closed.store(false, Ordering::SeqCst);
     }
 
-    /// Queues a message on its chat's worker.
+    /// Queues a message on its chat.
     pub(crate) fn dispatch(self: &Arc<Self>, inbound: Inbound) -> Result<Accepted> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(BotError::NotRunning);
@@ -112,42 +142,75 @@ impl Dispatcher {
         let key = inbound.key();
         let size = inbound.content.text().map_or(0, str::len);
         if size > self.shared.max_body_bytes {
-            let err = Error::InvalidInput {
-                reason: format!(
-                    "message {} is {size} bytes, over the limit of {}",
-                    inbound.id, self.shared.max_body_bytes
-                ),
-            };
-            self.shared.events.error(
-                Some(&key),
-                BotError::Contract(Error::InvalidInput { reason: err.to_string() }),
+            let reason = format!(
+                "message {} is {size} bytes, over the limit of {}",
+                inbound.id, self.shared.max_body_bytes
             );
-            return Err(err.into());
+            self.shared
+                .events
+                .error(Some(&key), Error::InvalidInput { reason: reason.clone() }.into());
+            return Err(Error::InvalidInput { reason }.into());
         }
         if !lock(&self.dedupe).insert(&inbound.provider, inbound.id.as_str()) {
             self.shared.events.emit(Event::Duplicate { key, id: inbound.id });
             return Ok(Accepted::Duplicate);
         }
         self.pending.fetch_add(1, Ordering::SeqCst);
+        if !self.enqueue(&key, Job { work: Work::Message(inbound), ticket: None }) {
+            self.done_one();
+            return Err(BotError::NotRunning);
+        }
+        Ok(Accepted::Queued)
+    }
+
+    /// Hands a job to the chat's worker, starting one (and its ticketer) if the chat has none.
+    /// Returns `false` once the dispatcher is closed.
+    fn enqueue(self: &Arc<Self>, key: &ChatKey, job: Job) -> bool {
         let mut chats = lock(&self.chats);
-        let inbound = match chats.get(&key) {
-            Some(tx) => match tx.send(inbound) {
-                Ok(()) => return Ok(Accepted::Queued),
-                // The worker is gone without unregistering (it cannot, but be safe).
-                Err(mpsc::error::SendError(inbound)) => inbound,
-            },
-            None => inbound,
+        if self.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let job = match chats.get(key) {
+            Some(entry) => {
+                entry.pending.fetch_add(1, Ordering::SeqCst);
+                match entry.tx.send(job) {
+                    Ok(()) => return true,
+                    // The worker is gone without unregistering (it cannot, but be safe).
+                    Err(mpsc::error::SendError(job)) => {
+                        entry.pending.fetch_sub(1, Ordering::SeqCst);
+                        job
+                    }
+                }
+            }
+            None => job,
         };
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (worker_tx, worker_rx) = mpsc::unbounded_channel();
+        let tx = match &self.shared.coordination {
+            Some(coordination) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(ticketer(Arc::clone(coordination), key.clone(), rx, worker_tx));
+                tx
+            }
+            None => worker_tx,
+        };
+        let pending = Arc::new(AtomicUsize::new(1));
         // A fresh receiver is open, so this send cannot fail.
-        let _ = tx.send(inbound);
-        chats.insert(key.clone(), tx);
+        let _ = tx.send(job);
+        chats.insert(key.clone(), Entry { tx, pending: Arc::clone(&pending) });
         drop(chats);
         self.workers.fetch_add(1, Ordering::SeqCst);
         let span = tracing::debug_span!("chat", key = %key);
-        let worker = Worker { disp: Arc::clone(self), key, active: None, seen_chat: false };
-        tokio::spawn(worker.run(rx).instrument(span));
-        Ok(Accepted::Queued)
+        let worker = Worker {
+            disp: Arc::clone(self),
+            key: key.clone(),
+            pending,
+            turn: Arc::default(),
+            active: None,
+            serial: 0,
+            seen_chat: false,
+        };
+        tokio::spawn(worker.run(worker_rx).instrument(span));
+        true
     }
 
     fn done_one(&self) {
@@ -169,8 +232,11 @@ impl Dispatcher {
 
     /// Stops taking messages, lets every worker finish its queue, and waits for them.
     pub(crate) async fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        lock(&self.chats).clear();
+        {
+            let mut chats = lock(&self.chats);
+            self.closed.store(true, Ordering::SeqCst);
+            chats.clear();
+        }
         loop {
             let notified = self.workers_done.notified();
             if self.workers.load(Ordering::SeqCst) == 0 {
@@ -181,9 +247,19 @@ impl Dispatcher {
     }
 }
 
-enum Job {
-    Message(Inbound),
-    Timer(Timer),
+/// Takes the chat's tickets in arrival order and passes each job on to the worker.
+async fn ticketer(
+    coordination: Arc<dyn Coordination>,
+    key: ChatKey,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    worker: mpsc::UnboundedSender<Job>,
+) {
+    while let Some(mut job) = rx.recv().await {
+        job.ticket = Some(coordination.take_ticket(&key).await);
+        if worker.send(job).is_err() {
+            break;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -199,7 +275,13 @@ struct Active {
     ctx: ConvCtx,
     name: String,
     fut: ConvFuture,
+    /// Names this conversation among the worker's, for timers that come due later.
+    serial: u64,
+    /// How many times it parked; names the wait a timer belongs to.
+    park: u64,
     parked: Option<(Park, Instant)>,
+    /// A timer job for the current wait is on its way through the chat's queue.
+    timer_queued: bool,
 }
 
 impl Active {
@@ -242,7 +324,12 @@ impl Future for DriveUntilParked<'_> {
 struct Worker {
     disp: Arc<Dispatcher>,
     key: ChatKey,
+    /// Jobs queued on this chat and not finished.
+    pending: Arc<AtomicUsize>,
+    /// The turn held while a job runs, shared with the chat's contexts for fencing.
+    turn: Arc<TurnSlot>,
     active: Option<Active>,
+    serial: u64,
     seen_chat: bool,
 }
 
@@ -251,15 +338,13 @@ impl Worker {
         &self.disp.shared
     }
 
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Inbound>) {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) {
         while let Some(job) = self.next_job(&mut rx).await {
-            match job {
-                Job::Message(inbound) => {
-                    let span = tracing::debug_span!("message", id = %inbound.id);
-                    self.on_message(inbound).instrument(span).await;
-                    self.disp.done_one();
-                }
-                Job::Timer(timer) => self.on_timer(timer).await,
+            let message = matches!(job.work, Work::Message(_));
+            self.run_job(job).await;
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            if message {
+                self.disp.done_one();
             }
         }
         if let Some(active) = self.active.take() {
@@ -271,42 +356,121 @@ impl Worker {
         }
     }
 
-    async fn next_job(&mut self, rx: &mut mpsc::UnboundedReceiver<Inbound>) -> Option<Job> {
-        if let Some(active) = &self.active {
-            return match active.deadline() {
-                Some((when, timer)) => tokio::select! {
+    async fn next_job(&mut self, rx: &mut mpsc::UnboundedReceiver<Job>) -> Option<Job> {
+        loop {
+            if let Some(active) = &self.active {
+                let due = active.deadline().filter(|_| !active.timer_queued);
+                let (serial, park) = (active.serial, active.park);
+                let Some((when, timer)) = due else { return rx.recv().await };
+                tokio::select! {
                     biased;
-                    m = rx.recv() => m.map(Job::Message),
-                    () = tokio::time::sleep_until(when) => Some(Job::Timer(timer)),
-                },
-                None => rx.recv().await.map(Job::Message),
-            };
-        }
-        match rx.try_recv() {
-            Ok(m) => return Some(Job::Message(m)),
-            Err(mpsc::error::TryRecvError::Disconnected) => return None,
-            Err(mpsc::error::TryRecvError::Empty) => {}
-        }
-        // Nothing queued and no conversation: unregister under the map lock, so that a message
-        // arriving now either lands in our queue before we look again or starts a new worker.
-        let mut chats = lock(&self.disp.chats);
-        match rx.try_recv() {
-            Ok(m) => Some(Job::Message(m)),
-            Err(_) => {
-                chats.remove(&self.key);
-                None
+                    job = rx.recv() => return job,
+                    () = tokio::time::sleep_until(when) => {
+                        // The timer acts under the chat's turn: it queues behind what is
+                        // already queued, and takes its own ticket under coordination.
+                        let job = Job { work: Work::Timer { serial, park, timer }, ticket: None };
+                        if let Some(active) = &mut self.active {
+                            active.timer_queued = true;
+                        }
+                        self.disp.enqueue(&self.key, job);
+                        continue;
+                    }
+                }
             }
+            match rx.try_recv() {
+                Ok(job) => return Some(job),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            // Nothing here and no conversation: unregister under the map lock unless a job is
+            // still on its way (in the ticketer), so that a message arriving now either finds
+            // this worker registered or starts a new one.
+            {
+                let mut chats = lock(&self.disp.chats);
+                let registered =
+                    chats.get(&self.key).is_some_and(|e| Arc::ptr_eq(&e.pending, &self.pending));
+                if registered && self.pending.load(Ordering::SeqCst) == 0 {
+                    chats.remove(&self.key);
+                    return None;
+                }
+            }
+            return rx.recv().await;
         }
     }
 
-    async fn on_message(&mut self, inbound: Inbound) {
+    /// Runs one job under the chat's turn (when coordinated), bounded by `settle`.
+    async fn run_job(&mut self, job: Job) {
+        let shared = Arc::clone(self.shared());
+        let turn = match (job.ticket, &shared.coordination) {
+            (Some(ticket), Some(coordination)) => {
+                match async { coordination.acquire(ticket?).await }.await {
+                    Ok(turn) => Some((Arc::clone(coordination), turn)),
+                    Err(e) => {
+                        self.report(e.into());
+                        return;
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let Some((_, turn)) = &turn {
+            self.turn.set(Some(Arc::clone(turn)));
+            if turn.changed_hands() {
+                // Another replica handled the chat since we last did: what we hold in memory
+                // is stale. The store has the current state.
+                if let Some(active) = self.active.take() {
+                    shared.events.emit(Event::Handover {
+                        key: self.key.clone(),
+                        name: active.name.clone(),
+                        outcome: HandoverOutcome::Dropped,
+                    });
+                    self.end(active, EndReason::LeaseLost).await;
+                }
+            }
+        }
+        let settle = shared.coordination.as_ref().map(|c| c.settle());
+        let changed_hands = turn.as_ref().is_some_and(|(_, t)| t.changed_hands());
+        let work = self.work(job.work, changed_hands);
+        let used = match settle {
+            Some(settle) => match tokio::time::timeout(settle, work).await {
+                Ok(used) => used,
+                Err(_) => {
+                    if let Some(active) = self.active.take() {
+                        // The step outlived `settle`: stop it, keeping its checkpoint, before
+                        // the turn goes to whoever is next.
+                        self.end(active, EndReason::Suspended).await;
+                    }
+                    true
+                }
+            },
+            None => work.await,
+        };
+        if let Some((coordination, turn)) = turn {
+            self.turn.set(None);
+            coordination.release(turn, used).await;
+        }
+    }
+
+    /// Runs the work; returns whether it did anything (a stale timer does not).
+    async fn work(&mut self, work: Work, changed_hands: bool) -> bool {
+        match work {
+            Work::Message(inbound) => {
+                let span = tracing::debug_span!("message", id = %inbound.id);
+                self.on_message(inbound, changed_hands).instrument(span).await;
+                true
+            }
+            Work::Timer { serial, park, timer } => self.on_timer(serial, park, timer).await,
+        }
+    }
+
+    async fn on_message(&mut self, inbound: Inbound, changed_hands: bool) {
         let shared = Arc::clone(self.shared());
         let id = inbound.id.clone();
         if !self.seen_chat {
             self.seen_chat = true;
             let record = ChatRecord::new(inbound.chat.clone(), inbound.provider.clone(), now_ms());
             if let Err(e) = shared.store.upsert_chat(&record).await {
-                shared.events.error(Some(&self.key), e.into());
+                self.report(e.into());
             }
         }
         let Some(msg) = self.run_hooks(Message::new(inbound)).await else { return };
@@ -314,8 +478,15 @@ impl Worker {
             active.parked = None;
             active.ctx.link().deliver(Input::Message(msg));
             self.drive().await;
-        } else if let Some((def, resume)) = self.load_checkpoint(&msg).await {
-            self.install(def, msg, Some(resume));
+        } else if let Some((def, resume, revision)) = self.load_checkpoint(&msg).await {
+            if changed_hands {
+                shared.events.emit(Event::Handover {
+                    key: self.key.clone(),
+                    name: def.name().to_owned(),
+                    outcome: HandoverOutcome::Continued,
+                });
+            }
+            self.install(def, msg, Some((resume, revision)));
             self.drive().await;
         } else if let Some(def) =
             shared.triggered.iter().find(|d| d.triggers().iter().any(|t| t.matches(&msg)))
@@ -351,7 +522,7 @@ impl Worker {
     async fn run_handlers(&mut self, msg: Message) {
         let shared = Arc::clone(self.shared());
         for handler in &shared.handlers {
-            let ctx = Ctx::new(Arc::clone(&shared), msg.clone());
+            let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone());
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
                 Ok(Ok(())) => {}
                 Ok(Err(source)) => self.report(BotError::Handler { key: self.key.clone(), source }),
@@ -374,7 +545,7 @@ impl Worker {
     }
 
     /// Looks for a persistent flow's checkpoint to continue from.
-    async fn load_checkpoint(&mut self, msg: &Message) -> Option<(Def, Resume)> {
+    async fn load_checkpoint(&mut self, msg: &Message) -> Option<(Def, Resume, u64)> {
         let shared = Arc::clone(self.shared());
         if !shared.has_persistent {
             return None;
@@ -405,14 +576,23 @@ impl Worker {
         match doc {
             Ok((def, doc)) => {
                 let preset = (doc.question == Some(0)).then(|| msg.clone());
-                Some((def, Resume { step: doc.step, state: doc.state, preset }))
+                Some((def, Resume { step: doc.step, state: doc.state, preset }, record.revision))
             }
             Err(reason) => {
                 self.report(BotError::CorruptCheckpoint {
                     key: self.key.clone(),
                     source: reason.into(),
                 });
-                if let Err(e) = shared.store.clear_checkpoint(self.key.as_str()).await {
+                let cleared = if shared.cas_checkpoints {
+                    shared
+                        .store
+                        .clear_checkpoint_if(self.key.as_str(), record.revision)
+                        .await
+                        .map(drop)
+                } else {
+                    shared.store.clear_checkpoint(self.key.as_str()).await
+                };
+                if let Err(e) = cleared {
                     self.report(e.into());
                 }
                 None
@@ -420,27 +600,38 @@ impl Worker {
         }
     }
 
-    fn install(&mut self, def: Def, msg: Message, resume: Option<Resume>) {
+    fn install(&mut self, def: Def, msg: Message, resume: Option<(Resume, u64)>) {
         let shared = Arc::clone(self.shared());
         let name = def.name().to_owned();
         let ctx = ConvCtx::new(
             shared.clone(),
             Arc::new(Link::default()),
+            Arc::clone(&self.turn),
             msg,
             name.clone(),
             def.timeout(),
         );
         let resumed = resume.is_some();
-        if resumed {
-            ctx.adopt_checkpoint();
-        }
+        let resume = resume.map(|(resume, revision)| {
+            ctx.adopt_checkpoint(revision);
+            resume
+        });
         shared.events.emit(Event::ConversationStarted {
             key: self.key.clone(),
             name: name.clone(),
             resumed,
         });
         let fut = AssertUnwindSafe(runner::run(ctx.clone(), def, resume)).catch_unwind();
-        self.active = Some(Active { ctx, name, fut: Box::pin(fut), parked: None });
+        self.serial += 1;
+        self.active = Some(Active {
+            ctx,
+            name,
+            fut: Box::pin(fut),
+            serial: self.serial,
+            park: 0,
+            parked: None,
+            timer_queued: false,
+        });
     }
 
     /// Runs the active conversation until it waits again or ends, following `goto`s.
@@ -448,7 +639,9 @@ impl Worker {
         while let Some(active) = self.active.as_mut() {
             let out = match (DriveUntilParked { active: &mut *active }).await {
                 Driven::Parked(park) => {
+                    active.park += 1;
                     active.parked = Some((park, Instant::now()));
+                    active.timer_queued = false;
                     return;
                 }
                 Driven::Exited(out) => out,
@@ -465,6 +658,11 @@ impl Worker {
                     }
                 }
                 Ok(Err(BotError::Idle { .. })) => self.end(active, EndReason::Idle).await,
+                Ok(Err(BotError::Contract(Error::LeaseLost { key, reason }))) => {
+                    self.shared().events.emit(Event::LeaseLost { key: key.clone(), reason });
+                    self.report(Error::LeaseLost { key, reason }.into());
+                    self.end(active, EndReason::LeaseLost).await;
+                }
                 Ok(Err(e)) => {
                     self.report(e);
                     self.end(active, EndReason::Failed).await;
@@ -480,10 +678,19 @@ impl Worker {
         }
     }
 
-    async fn on_timer(&mut self, timer: Timer) {
+    async fn on_timer(&mut self, serial: u64, park: u64, timer: Timer) -> bool {
+        let current = self
+            .active
+            .as_ref()
+            .is_some_and(|a| a.serial == serial && a.park == park && a.parked.is_some());
+        if !current {
+            // The conversation moved on (an answer came, it ended, or it was stale and dropped)
+            // since the timer came due.
+            return false;
+        }
         match timer {
             Timer::Timeout => {
-                let Some(active) = self.active.take() else { return };
+                let Some(active) = self.active.take() else { return false };
                 let text = active.ctx.text(keys::TIMEOUT);
                 if let Err(e) = active.ctx.send(text).await {
                     self.report(e);
@@ -491,22 +698,28 @@ impl Worker {
                 self.end(active, EndReason::Timeout).await;
             }
             Timer::Idle(after) => {
-                let Some(active) = self.active.as_mut() else { return };
+                let Some(active) = self.active.as_mut() else { return false };
                 active.parked = None;
                 active.ctx.link().deliver(Input::Idle(after));
                 self.drive().await;
             }
         }
+        true
     }
 
     async fn end(&mut self, active: Active, reason: EndReason) {
         // Dropping the future first stops whatever the conversation was doing.
         let Active { ctx, name, fut, .. } = active;
         drop(fut);
-        if reason != EndReason::Stopped
-            && let Err(e) = ctx.clear_checkpoint().await
-        {
-            self.report(e);
+        let keeps_checkpoint =
+            matches!(reason, EndReason::Stopped | EndReason::Suspended | EndReason::LeaseLost);
+        if !keeps_checkpoint && let Err(e) = ctx.clear_checkpoint().await {
+            match e {
+                BotError::Contract(Error::LeaseLost { key, reason }) => {
+                    self.shared().events.emit(Event::LeaseLost { key, reason });
+                }
+                e => self.report(e),
+            }
         }
         self.shared().events.emit(Event::ConversationEnded { key: self.key.clone(), name, reason });
     }
@@ -516,6 +729,7 @@ impl Worker {
     }
 }
 
+/// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

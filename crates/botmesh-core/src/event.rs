@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use botmesh_traits::{ChatId, ChatKey, MessageId, TransportStatus};
+use botmesh_traits::{ChatId, ChatKey, LeaseLostReason, MessageId, TransportStatus};
 use tokio::sync::broadcast;
 
 use crate::BotError;
@@ -25,6 +25,32 @@ pub enum EndReason {
     Stopped,
     /// Its checkpoint was corrupt.
     Reset,
+    /// Its step ran past `settle` and was cut short; its checkpoint stays for whoever takes
+    /// the chat next.
+    Suspended,
+    /// This replica lost the chat (a refused checkpoint write, a lost turn, or another replica
+    /// handled the chat meanwhile); the checkpoint stays for the new owner.
+    LeaseLost,
+}
+
+/// What became of a conversation when its chat moved between replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HandoverOutcome {
+    /// This replica continued it from the store.
+    Continued,
+    /// This replica's in-memory copy was stale and was dropped.
+    Dropped,
+}
+
+impl HandoverOutcome {
+    /// The outcome as a short lowercase word.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Continued => "continued",
+            Self::Dropped => "dropped",
+        }
+    }
 }
 
 impl EndReason {
@@ -38,6 +64,8 @@ impl EndReason {
             Self::Replaced => "replaced",
             Self::Stopped => "stopped",
             Self::Reset => "reset",
+            Self::Suspended => "suspended",
+            Self::LeaseLost => "lease-lost",
         }
     }
 }
@@ -107,6 +135,36 @@ pub enum Event {
         /// Why.
         reason: EndReason,
     },
+    /// This replica was elected for `name` (`provider:<id>` for an exclusive transport).
+    Leader {
+        /// The role.
+        name: String,
+        /// Its fence.
+        fence: u64,
+    },
+    /// This replica stands by for `name`, or stepped down from it.
+    Follower {
+        /// The role.
+        name: String,
+        /// Why: `standby`, `provider-down`, `lost`, `stopping`.
+        reason: String,
+    },
+    /// This replica lost its hold on a chat or a lease.
+    LeaseLost {
+        /// The chat key or lease name.
+        key: String,
+        /// Why.
+        reason: LeaseLostReason,
+    },
+    /// A conversation moved between replicas.
+    Handover {
+        /// The chat key.
+        key: ChatKey,
+        /// The flow or conversation.
+        name: String,
+        /// What became of it here.
+        outcome: HandoverOutcome,
+    },
     /// Something failed. `key` is the chat, when the failure belongs to one.
     Error {
         /// The chat.
@@ -167,6 +225,16 @@ fn trace_event(event: &Event) {
         }
         Event::Transport { provider, status } => {
             tracing::info!(target: "botmesh", provider, status = ?status, "transport");
+        }
+        Event::Leader { name, fence } => tracing::info!(target: "botmesh", name, fence, "leader"),
+        Event::Follower { name, reason } => {
+            tracing::info!(target: "botmesh", name, reason, "follower");
+        }
+        Event::LeaseLost { key, reason } => {
+            tracing::warn!(target: "botmesh", key, reason = reason.as_str(), "lease lost");
+        }
+        Event::Handover { key, name, outcome } => {
+            tracing::info!(target: "botmesh", key = %key, name, outcome = outcome.as_str(), "handover");
         }
         Event::Started => tracing::info!(target: "botmesh", "bot started"),
         Event::Stopped => tracing::info!(target: "botmesh", "bot stopped"),

@@ -49,6 +49,7 @@
 
 mod bot;
 mod conv;
+pub mod coordination;
 mod ctx;
 mod dispatcher;
 mod error;
@@ -64,7 +65,7 @@ pub use bot::{Bot, BotBuilder};
 pub use conv::ConvCtx;
 pub use ctx::Ctx;
 pub use error::{BotError, ConfigError, Result};
-pub use event::{EndReason, Event};
+pub use event::{EndReason, Event, HandoverOutcome};
 pub use flow::{Ask, Conversation, Flow, Step};
 pub use memory_store::MemoryStore;
 pub use message::Message;

@@ -2,8 +2,15 @@
 //!
 //! - [`TestProvider`]: a provider you drive from a test, acting as the users: inject messages,
 //!   read what the bot sent, open and close the transport.
+//! - [`MemoryCoordinationHub`] and [`MemoryCoordinator`]: the in-process reference
+//!   implementation of a [`Coordinator`](botmesh_traits::Coordinator). Coordinators sharing one
+//!   hub coordinate like replicas sharing Redis; [`MemoryCoordinator::crash`] and
+//!   [`MemoryCoordinator::set_stalled`] simulate a replica dying or failing to renew its lease.
 //! - [`store_conformance`]: the behaviour every [`Store`](botmesh_traits::Store) must have,
 //!   as one function each store crate calls from its own tests against a real backend.
+//! - [`coordinator_conformance`]: the same for every
+//!   [`Coordinator`](botmesh_traits::Coordinator), driven through a [`CoordinatorHarness`] that
+//!   starts replicas on one shared backend.
 //!
 //! # Example
 //!
@@ -29,7 +36,11 @@
 //! ```
 
 mod conformance;
+mod coordinator_conformance;
+mod memory_coordinator;
 mod test_provider;
 
 pub use conformance::store_conformance;
+pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
+pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
 pub use test_provider::TestProvider;

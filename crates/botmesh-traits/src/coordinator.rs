@@ -102,6 +102,16 @@ pub trait Coordinator: Send + Sync + 'static {
     /// longer ours.
     async fn release_turn(&self, grant: &TurnGrant) -> Result<bool>;
 
+    /// Gives back a turn that was taken and not used (a conversation timer that found its
+    /// conversation stale or gone), so that the chat's previous holder is reported to the next
+    /// one as if this turn had not happened: a replica whose in-memory conversation is still
+    /// current must not drop it because another replica only looked.
+    ///
+    /// The default releases normally, which is safe but makes the next holder drop its copy.
+    async fn release_turn_unused(&self, grant: &TurnGrant) -> Result<bool> {
+        self.release_turn(grant).await
+    }
+
     /// Withdraws a ticket that will not wait for its turn (its wait timed out, its message was
     /// dropped), so that the tickets behind it are not held up. A ticket already granted is
     /// released.

@@ -1,0 +1,54 @@
+//! Runs a botmesh bot as one of several replicas.
+//!
+//! Replicas of one bot share a [`Coordinator`] backend (`MemoryCoordinationHub` in tests,
+//! Redis in production). This crate is the runtime on each replica that uses it:
+//!
+//! - **Turns.** Every message takes a ticket in its chat's queue on arrival; the chat's turns
+//!   go to tickets in order, whichever replica holds them. The bot holds the turn until the
+//!   conversation the message fed waits again or ends, at most [`CoordinationConfig::settle`].
+//! - **Leases.** Each replica renews its heartbeat every `lease / 3`; one renewal covers every
+//!   turn and leadership it holds. A replica that dies loses them after `lease`.
+//! - **The stall rule.** A replica that could not renew for most of its lease (two thirds of
+//!   it) gives its leases up locally before they can expire in the backend: its later sends and
+//!   checkpoint writes fail with `LeaseLost { reason: Stalled }` instead of acting out of turn.
+//! - **Release repair.** A release that fails on the wire is retried by the heartbeat loop,
+//!   within `lease / 3`.
+//! - **Exclusive transports.** A provider whose capabilities declare an exclusive session runs
+//!   only on the replica elected for `provider:<id>`; the others stand by and campaign every
+//!   `lease / 3`, so a standby takes over within `lease + lease / 3` of the leader dying. A
+//!   leader whose transport stays closed for `provider_down` steps down, pauses, and campaigns
+//!   again.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use botmesh_coord::CoordinationConfig;
+//! use botmesh_core::{Bot, MemoryStore};
+//! use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
+//! # use std::sync::Arc;
+//!
+//! let hub = MemoryCoordinationHub::new();
+//! let store = Arc::new(MemoryStore::new());
+//! let replica = |id: &str| {
+//!     let coordinator = MemoryCoordinator::new(hub.clone(), id);
+//!     Bot::builder()
+//!         .provider(TestProvider::new())
+//!         .store(store.clone())
+//!         .coordination(CoordinationConfig::new(coordinator).lease(Duration::from_secs(5)).build())
+//!         .build()
+//! };
+//! let (a, b) = (replica("a").unwrap(), replica("b").unwrap());
+//! # let _ = (a, b);
+//! ```
+//!
+//! # Feature flags
+//!
+//! None.
+
+mod config;
+mod runtime;
+
+pub use config::{CoordinationConfig, ProviderSession};
+
+pub use botmesh_core::traits::Coordinator;

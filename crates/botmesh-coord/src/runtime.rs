@@ -1,0 +1,362 @@
+//! The coordination runtime of one replica.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use botmesh_core::coordination::{Coordination, Host, Turn};
+use botmesh_core::traits::{
+    ChatKey, Coordinator, Error, Leadership, LeaseLostReason, Ticket, TransportStatus, TurnGrant,
+    async_trait,
+};
+use botmesh_core::{BotError, Event};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::{CoordinationConfig, ProviderSession};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The critical sections below hold no user code and do not panic.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// State shared by the runtime, its loops and the turns it hands out.
+struct State {
+    coordinator: Arc<dyn Coordinator>,
+    replica_id: String,
+    lease: Duration,
+    /// Past this long without a successful renewal, leases are given up locally.
+    stall_after: Duration,
+    /// When the last successful heartbeat was sent.
+    renewed_at: Mutex<Instant>,
+    /// Bumped when this replica gives its leases up locally: turns from an older epoch are lost.
+    epoch: AtomicU64,
+    /// The turns held now, by chat key.
+    held: Mutex<HashMap<ChatKey, TurnGrant>>,
+    /// Releases that failed on the wire (with whether the turn was used), retried by the
+    /// heartbeat loop.
+    unreleased: Mutex<Vec<(TurnGrant, bool)>>,
+    /// The transport leadership held now.
+    leading: Mutex<Option<Leadership>>,
+    host: Mutex<Option<Arc<dyn Host>>>,
+    stopping: AtomicBool,
+}
+
+impl State {
+    fn host(&self) -> Option<Arc<dyn Host>> {
+        lock(&self.host).clone()
+    }
+
+    fn emit(&self, event: Event) {
+        if let Some(host) = self.host() {
+            host.emit(event);
+        }
+    }
+
+    async fn release(&self, grant: &TurnGrant, used: bool) -> Result<bool, Error> {
+        if used {
+            self.coordinator.release_turn(grant).await
+        } else {
+            self.coordinator.release_turn_unused(grant).await
+        }
+    }
+
+    /// Whether the leases can no longer be trusted: the last renewal is too old.
+    fn stalled(&self) -> bool {
+        lock(&self.renewed_at).elapsed() > self.stall_after
+    }
+
+    /// Gives every lease up locally: held turns become lost, the transport stops.
+    fn give_up(self: &Arc<Self>, reason: LeaseLostReason) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let keys: Vec<ChatKey> = lock(&self.held).keys().cloned().collect();
+        for key in keys {
+            self.emit(Event::LeaseLost { key: key.to_string(), reason });
+        }
+        if let Some(lead) = lock(&self.leading).take() {
+            self.emit(Event::LeaseLost { key: lead.name.clone(), reason });
+            self.emit(Event::Follower { name: lead.name, reason: "lost".to_owned() });
+            if let Some(host) = self.host() {
+                tokio::spawn(async move {
+                    if let Err(e) = host.stop_transport().await {
+                        tracing::warn!(target: "botmesh", error = %e, "stopping the transport after losing its lease");
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// A turn held by this replica.
+struct HeldTurn {
+    key: ChatKey,
+    grant: TurnGrant,
+    epoch: u64,
+    state: Arc<State>,
+}
+
+impl Turn for HeldTurn {
+    fn key(&self) -> &ChatKey {
+        &self.key
+    }
+
+    fn fence(&self) -> u64 {
+        self.grant.fence
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        let lost =
+            || Error::LeaseLost { key: self.key.to_string(), reason: LeaseLostReason::Stalled };
+        if self.state.epoch.load(Ordering::SeqCst) != self.epoch {
+            return Err(lost());
+        }
+        if self.state.stalled() {
+            // Noticed here first: the process was frozen and its heartbeat loop has not run.
+            self.state.give_up(LeaseLostReason::Stalled);
+            return Err(lost());
+        }
+        Ok(())
+    }
+
+    fn changed_hands(&self) -> bool {
+        self.grant.previous_holder.as_deref() != Some(self.state.replica_id.as_str())
+    }
+}
+
+/// The runtime: implements the bot's [`Coordination`] over a [`Coordinator`].
+pub(crate) struct Runtime {
+    state: Arc<State>,
+    turn_wait: Duration,
+    settle: Duration,
+    provider_session: ProviderSession,
+    provider_down: Duration,
+    step_down_pause: Duration,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Runtime {
+    pub(crate) fn new(cfg: CoordinationConfig) -> Self {
+        let replica_id = cfg.coordinator.replica_id().to_owned();
+        Self {
+            state: Arc::new(State {
+                coordinator: cfg.coordinator,
+                replica_id,
+                lease: cfg.lease,
+                stall_after: cfg.lease * 2 / 3,
+                renewed_at: Mutex::new(Instant::now()),
+                epoch: AtomicU64::new(0),
+                held: Mutex::default(),
+                unreleased: Mutex::default(),
+                leading: Mutex::new(None),
+                host: Mutex::new(None),
+                stopping: AtomicBool::new(false),
+            }),
+            turn_wait: cfg.turn_wait,
+            settle: cfg.settle,
+            provider_session: cfg.provider_session,
+            provider_down: cfg.provider_down,
+            step_down_pause: cfg.step_down_pause,
+            tasks: Mutex::default(),
+        }
+    }
+}
+
+/// Renews the heartbeat every `lease / 3`, applies the stall rule, and retries failed releases.
+async fn heartbeat_loop(state: Arc<State>) {
+    let period = state.lease / 3;
+    loop {
+        tokio::time::sleep(period).await;
+        if state.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let started = Instant::now();
+        if started.duration_since(*lock(&state.renewed_at)) > state.stall_after {
+            // This loop did not run for most of the lease (a frozen process, a blocked
+            // runtime): the backend may have expired us already.
+            if !lock(&state.held).is_empty() || lock(&state.leading).is_some() {
+                state.give_up(LeaseLostReason::Stalled);
+            }
+        }
+        match tokio::time::timeout(period, state.coordinator.heartbeat(state.lease)).await {
+            Ok(Ok(())) => *lock(&state.renewed_at) = started,
+            Ok(Err(e)) => {
+                tracing::warn!(target: "botmesh", error = %e, "heartbeat failed");
+            }
+            Err(_) => tracing::warn!(target: "botmesh", "heartbeat timed out"),
+        }
+        if state.stalled() && (!lock(&state.held).is_empty() || lock(&state.leading).is_some()) {
+            state.give_up(LeaseLostReason::Stalled);
+        }
+        let retry: Vec<(TurnGrant, bool)> = std::mem::take(&mut *lock(&state.unreleased));
+        for (grant, used) in retry {
+            if state.release(&grant, used).await.is_err() {
+                lock(&state.unreleased).push((grant, used));
+            }
+        }
+    }
+}
+
+/// Campaigns for `provider:<id>` and runs the transport while elected.
+async fn election_loop(
+    state: Arc<State>,
+    host: Arc<dyn Host>,
+    provider_down: Duration,
+    step_down_pause: Duration,
+) {
+    let name = format!("provider:{}", host.provider_id());
+    let period = state.lease / 3;
+    let mut announced_standby = false;
+    let mut down_since: Option<Instant> = None;
+    loop {
+        if state.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let was_leading = lock(&state.leading).clone();
+        match state.coordinator.try_lead(&name, state.lease).await {
+            Ok(Some(lead)) if !state.stalled() => {
+                if was_leading.as_ref().is_none_or(|l| l.fence != lead.fence) {
+                    *lock(&state.leading) = Some(lead.clone());
+                    state.emit(Event::Leader { name: name.clone(), fence: lead.fence });
+                    announced_standby = false;
+                    down_since = None;
+                    if let Err(e) = host.start_transport().await {
+                        tracing::warn!(target: "botmesh", error = %e, "starting the transport failed");
+                    }
+                }
+                if host.transport_status() == TransportStatus::Closed {
+                    let since = *down_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= provider_down {
+                        step_down(&state, &host, &lead, "provider-down").await;
+                        down_since = None;
+                        tokio::time::sleep(step_down_pause).await;
+                        continue;
+                    }
+                } else {
+                    down_since = None;
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                let lost = lock(&state.leading).take();
+                if let Some(lost) = lost {
+                    state.emit(Event::LeaseLost {
+                        key: lost.name.clone(),
+                        reason: LeaseLostReason::Expired,
+                    });
+                    state.emit(Event::Follower { name: name.clone(), reason: "lost".to_owned() });
+                    if let Err(e) = host.stop_transport().await {
+                        tracing::warn!(target: "botmesh", error = %e, "stopping the transport failed");
+                    }
+                } else if !announced_standby {
+                    state
+                        .emit(Event::Follower { name: name.clone(), reason: "standby".to_owned() });
+                }
+                announced_standby = true;
+            }
+            Err(e) => tracing::warn!(target: "botmesh", error = %e, "campaign failed"),
+        }
+        tokio::time::sleep(period).await;
+    }
+}
+
+async fn step_down(state: &Arc<State>, host: &Arc<dyn Host>, lead: &Leadership, reason: &str) {
+    lock(&state.leading).take();
+    if let Err(e) = host.stop_transport().await {
+        tracing::warn!(target: "botmesh", error = %e, "stopping the transport failed");
+    }
+    if let Err(e) = state.coordinator.resign(lead).await {
+        tracing::warn!(target: "botmesh", error = %e, "resigning failed; the lease will expire");
+    }
+    state.emit(Event::Follower { name: lead.name.clone(), reason: reason.to_owned() });
+}
+
+#[async_trait]
+impl Coordination for Runtime {
+    fn settle(&self) -> Duration {
+        self.settle
+    }
+
+    async fn start(&self, host: Arc<dyn Host>) -> Result<(), BotError> {
+        let state = &self.state;
+        state.stopping.store(false, Ordering::SeqCst);
+        *lock(&state.host) = Some(Arc::clone(&host));
+        let started = Instant::now();
+        state.coordinator.heartbeat(state.lease).await?;
+        *lock(&state.renewed_at) = started;
+        let mut tasks = vec![tokio::spawn(heartbeat_loop(Arc::clone(state)))];
+        let elect = match self.provider_session {
+            ProviderSession::Leader => true,
+            ProviderSession::Shared => false,
+            _ => host.provider_exclusive(),
+        };
+        if elect {
+            tasks.push(tokio::spawn(election_loop(
+                Arc::clone(state),
+                host,
+                self.provider_down,
+                self.step_down_pause,
+            )));
+        } else {
+            host.start_transport().await?;
+        }
+        lock(&self.tasks).extend(tasks);
+        Ok(())
+    }
+
+    async fn stop(&self) {
+        let state = &self.state;
+        state.stopping.store(true, Ordering::SeqCst);
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
+        let lead = lock(&state.leading).take();
+        if let Some(lead) = lead {
+            if let Err(e) = state.coordinator.resign(&lead).await {
+                tracing::warn!(target: "botmesh", error = %e, "resigning failed; the lease will expire");
+            }
+            state.emit(Event::Follower { name: lead.name, reason: "stopping".to_owned() });
+        }
+        let retry: Vec<(TurnGrant, bool)> = std::mem::take(&mut *lock(&state.unreleased));
+        for (grant, used) in retry {
+            let _ = state.release(&grant, used).await;
+        }
+    }
+
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket, Error> {
+        self.state.coordinator.take_ticket(key.as_str()).await
+    }
+
+    async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error> {
+        let state = &self.state;
+        let grant = match &ticket.grant {
+            Some(grant) => grant.clone(),
+            None => match state.coordinator.wait_turn(&ticket, self.turn_wait).await {
+                Ok(grant) => grant,
+                Err(e) => {
+                    // The backend withdraws a ticket whose wait timed out; after any other
+                    // failure, withdraw it ourselves so it does not hold up the chat.
+                    let _ = state.coordinator.cancel_ticket(&ticket).await;
+                    return Err(e);
+                }
+            },
+        };
+        let key = ChatKey::from(grant.key.as_str());
+        lock(&state.held).insert(key.clone(), grant.clone());
+        Ok(Arc::new(HeldTurn {
+            key,
+            grant,
+            epoch: state.epoch.load(Ordering::SeqCst),
+            state: Arc::clone(state),
+        }))
+    }
+
+    async fn release(&self, turn: Arc<dyn Turn>, used: bool) {
+        let state = &self.state;
+        let Some(grant) = lock(&state.held).remove(turn.key()) else { return };
+        if let Err(e) = state.release(&grant, used).await {
+            tracing::warn!(target: "botmesh", key = %turn.key(), error = %e, "release failed; retrying within lease / 3");
+            lock(&state.unreleased).push((grant, used));
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The plug-in point for running a bot as several replicas.
+//!
+//! `botmesh-core` defines these traits and calls them around every message; `botmesh-coord`
+//! implements them over any [`Coordinator`](botmesh_traits::Coordinator) backend. A bot built
+//! without coordination never touches them.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use botmesh_traits::{ChatKey, Error, Ticket, TransportStatus, async_trait};
+
+use crate::{BotError, Event};
+
+/// A chat's turn, held by this replica while one message (or one conversation timer) is
+/// handled.
+pub trait Turn: Send + Sync + 'static {
+    /// The chat key.
+    fn key(&self) -> &ChatKey;
+
+    /// The turn's fence: grows with every grant of the key.
+    fn fence(&self) -> u64;
+
+    /// Whether this replica may still act for the chat: `Err(LeaseLost)` once the turn is
+    /// known lost (the replica stalled past its lease, or gave its leases up). Called right
+    /// before every send and every checkpoint write.
+    fn check(&self) -> Result<(), Error>;
+
+    /// Whether another replica, or an unknown one, held the chat since this replica last
+    /// did. In-memory conversation state of the chat is stale then.
+    fn changed_hands(&self) -> bool;
+}
+
+/// What the bot offers the coordination runtime: its events and its transport.
+#[async_trait]
+pub trait Host: Send + Sync + 'static {
+    /// Emits an event on the bot's event stream.
+    fn emit(&self, event: Event);
+
+    /// The provider's id.
+    fn provider_id(&self) -> String;
+
+    /// Whether the provider declares an exclusive session.
+    fn provider_exclusive(&self) -> bool;
+
+    /// The provider's transport status.
+    fn transport_status(&self) -> TransportStatus;
+
+    /// Whether this replica runs the transport now.
+    fn transport_running(&self) -> bool;
+
+    /// Starts the transport on this replica. Refused once the bot is stopping.
+    async fn start_transport(&self) -> Result<(), BotError>;
+
+    /// Stops the transport on this replica; what it already received is still handled.
+    async fn stop_transport(&self) -> Result<(), BotError>;
+}
+
+/// The coordination runtime a bot runs under when it is one of several replicas.
+///
+/// Built by `botmesh-coord`; handed to [`BotBuilder::coordination`](crate::BotBuilder::coordination).
+#[async_trait]
+pub trait Coordination: Send + Sync + 'static {
+    /// How long a turn may stay held for a running conversation step before the step is cut
+    /// short (its checkpoint kept) and the turn released.
+    fn settle(&self) -> Duration;
+
+    /// Starts heartbeats and, for the transport, either starts it at once (shared sessions) or
+    /// campaigns for it (exclusive sessions).
+    async fn start(&self, host: Arc<dyn Host>) -> Result<(), BotError>;
+
+    /// Stops campaigning and heartbeats, and gives leaderships up.
+    async fn stop(&self);
+
+    /// Takes a ticket in the chat's queue. Called in arrival order, as soon as a message is
+    /// accepted.
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket, Error>;
+
+    /// Waits for the ticket's turn, at most the configured turn wait; fails with
+    /// `CoordinationUnavailable` (and withdraws the ticket) when it does not come.
+    async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error>;
+
+    /// Gives a turn back. `used` is `false` when nothing happened under it (a timer that found
+    /// its conversation stale or gone), so the chat's previous holder stays the last one that
+    /// acted. A release that fails on the wire is retried by the runtime.
+    async fn release(&self, turn: Arc<dyn Turn>, used: bool);
+}
+
+/// The turn a chat's worker holds right now, shared with the contexts of that chat so that
+/// their sends and checkpoint writes are fenced.
+#[derive(Default)]
+pub(crate) struct TurnSlot(Mutex<Option<Arc<dyn Turn>>>);
+
+impl TurnSlot {
+    pub(crate) fn set(&self, turn: Option<Arc<dyn Turn>>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = turn;
+    }
+
+    /// `Ok` outside a turn (no coordination, or work running after its turn, such as a
+    /// background task), else the turn's own check.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        match &*self.0.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(turn) => turn.check(),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,601 @@
+//! The in-process reference coordination backend: [`MemoryCoordinationHub`] holds what Redis
+//! would hold, and each [`MemoryCoordinator`] is one replica's view of it.
+//!
+//! # Model
+//!
+//! - Per chat key: a queue of tickets (ordered by ticket number, each owned by an incarnation),
+//!   the current holder of the turn, and the replica that held the turn last.
+//! - Per incarnation: a heartbeat expiry. An incarnation is alive while its expiry is in the
+//!   future; the turns and leaderships it holds have no expiry of their own.
+//! - Per leadership name: the holding incarnation and its fence.
+//! - One fence counter and one ticket counter for the whole hub, so fences and ticket numbers
+//!   keep growing per key even when idle keys are evicted and re-created.
+//!
+//! Dead holders are cleared, and queued tickets of dead incarnations skipped, lazily: whenever
+//! an operation touches the key. Time is [`tokio::time::Instant`], so tests can run under
+//! `tokio::time::pause()`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use botmesh_traits::{Coordinator, Error, Leadership, Result, Ticket, TurnGrant, async_trait};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::CoordinatorHarness;
+
+/// The first pause of a turn wait between two looks at the queue, when nothing woke it.
+const MIN_POLL: Duration = Duration::from_millis(5);
+/// The longest pause of a turn wait between two looks at the queue; it bounds how late a
+/// waiter notices a holder whose lease ran out.
+const MAX_POLL: Duration = Duration::from_millis(100);
+/// Stands in for "never" when a caller's duration does not fit in an [`Instant`].
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// `now + d`, saturated to a far future instead of overflowing.
+fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d).or_else(|| now.checked_add(FAR_FUTURE)).unwrap_or(now)
+}
+
+/// The shared coordination state of a group of in-process replicas, as Redis would hold it.
+///
+/// Give a clone to every [`MemoryCoordinator`] that should coordinate with the others: clones
+/// share one state. Idle chats (no queued ticket, no holder) are kept up to
+/// [`with_max_idle_keys`](Self::with_max_idle_keys), least recently used evicted first; a
+/// re-created chat reports no previous holder, and its fences keep growing.
+///
+/// Every operation is O(log n) in the number of keys, tickets of the key and idle keys.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
+/// use botmesh_traits::Coordinator;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> botmesh_traits::Result<()> {
+/// let hub = MemoryCoordinationHub::new();
+/// let a = MemoryCoordinator::new(hub.clone(), "a");
+/// let b = MemoryCoordinator::new(hub.clone(), "b");
+///
+/// let first = a.take_ticket("chat:1").await?;
+/// let turn = first.grant.clone().expect("a free chat grants the turn with the ticket");
+/// let second = b.take_ticket("chat:1").await?;
+/// assert!(second.grant.is_none(), "a holds the turn");
+///
+/// a.release_turn(&turn).await?;
+/// let next = b.wait_turn(&second, Duration::from_secs(1)).await?;
+/// assert_eq!(next.previous_holder.as_deref(), Some("a"));
+/// assert!(next.fence > turn.fence);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct MemoryCoordinationHub {
+    state: Arc<Mutex<HubState>>,
+}
+
+impl MemoryCoordinationHub {
+    /// How many idle chats a hub keeps by default.
+    pub const DEFAULT_MAX_IDLE_KEYS: usize = 10_000;
+
+    /// The heartbeat lease an incarnation gets when it is first seen by a call other than
+    /// [`heartbeat`](Coordinator::heartbeat) or [`try_lead`](Coordinator::try_lead) (which
+    /// give their own lease).
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
+    /// An empty hub that keeps at most
+    /// [`DEFAULT_MAX_IDLE_KEYS`](Self::DEFAULT_MAX_IDLE_KEYS) idle chats.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty hub that keeps at most `max_idle_keys` idle chats (0 evicts a chat as soon as
+    /// it is idle).
+    pub fn with_max_idle_keys(max_idle_keys: usize) -> Self {
+        let hub = Self::default();
+        hub.lock().max_idle_keys = max_idle_keys;
+        hub
+    }
+
+    /// How many chat keys the hub holds state for, idle or not.
+    pub fn key_count(&self) -> usize {
+        self.lock().keys.len()
+    }
+
+    /// How many chat keys are idle: no queued ticket and no holder.
+    pub fn idle_key_count(&self) -> usize {
+        self.lock().idle.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The notifier of `key`, or a fresh one nobody notifies when the key is gone (the next
+    /// look at the queue then reports the ticket as gone).
+    fn notifier(&self, key: &str) -> Arc<Notify> {
+        self.lock().keys.get(key).map_or_else(Arc::default, |k| Arc::clone(&k.changed))
+    }
+}
+
+impl fmt::Debug for MemoryCoordinationHub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("MemoryCoordinationHub")
+            .field("keys", &state.keys.len())
+            .field("idle_keys", &state.idle.len())
+            .field("max_idle_keys", &state.max_idle_keys)
+            .field("incarnations", &state.incarnations.len())
+            .field("leaderships", &state.leaders.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CoordinatorHarness for MemoryCoordinationHub {
+    async fn replica(&self, id: &str) -> Arc<dyn Coordinator> {
+        Arc::new(MemoryCoordinator::new(self.clone(), id))
+    }
+}
+
+#[derive(Debug)]
+struct HubState {
+    max_idle_keys: usize,
+    /// The last fence handed out, for turns and leaderships alike.
+    fence: u64,
+    /// The last ticket number handed out.
+    seq: u64,
+    /// The last idle tick handed out; orders `idle` from least to most recently used.
+    tick: u64,
+    keys: HashMap<String, KeyState>,
+    /// Idle keys by the tick of their last use.
+    idle: BTreeMap<u64, String>,
+    incarnations: HashMap<Arc<str>, Incarnation>,
+    leaders: HashMap<String, Leader>,
+}
+
+impl Default for HubState {
+    fn default() -> Self {
+        Self {
+            max_idle_keys: MemoryCoordinationHub::DEFAULT_MAX_IDLE_KEYS,
+            fence: 0,
+            seq: 0,
+            tick: 0,
+            keys: HashMap::new(),
+            idle: BTreeMap::new(),
+            incarnations: HashMap::new(),
+            leaders: HashMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct KeyState {
+    /// Queued tickets by number, with their owning incarnation.
+    queue: BTreeMap<u64, Arc<str>>,
+    holder: Option<Holder>,
+    /// The replica that was granted the last turn; `None` for a new or re-created key.
+    last_holder: Option<String>,
+    /// Set while the key is in the hub's idle list.
+    idle_tick: Option<u64>,
+    /// Woken whenever the holder goes or the head of the queue moves.
+    changed: Arc<Notify>,
+}
+
+#[derive(Debug)]
+struct Holder {
+    incarnation: Arc<str>,
+    grant: TurnGrant,
+}
+
+#[derive(Debug)]
+struct Incarnation {
+    expires_at: Instant,
+    life: Life,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    Running,
+    Stalled,
+    Crashed,
+}
+
+#[derive(Debug)]
+struct Leader {
+    incarnation: Arc<str>,
+    fence: u64,
+}
+
+/// Who is calling: a coordinator's identity as the hub sees it.
+#[derive(Debug)]
+struct Me {
+    incarnation: Arc<str>,
+    replica_id: String,
+}
+
+fn alive(incarnations: &HashMap<Arc<str>, Incarnation>, id: &str, now: Instant) -> bool {
+    incarnations.get(id).is_some_and(|i| i.expires_at > now)
+}
+
+fn unavailable(reason: String) -> Error {
+    Error::CoordinationUnavailable { reason, source: None }
+}
+
+impl KeyState {
+    /// Clears a dead holder and skips the dead owners' tickets at the head of the queue.
+    /// Returns whether anything changed.
+    fn tidy(&mut self, incarnations: &HashMap<Arc<str>, Incarnation>, now: Instant) -> bool {
+        let mut changed = false;
+        if self.holder.as_ref().is_some_and(|h| !alive(incarnations, &h.incarnation, now)) {
+            self.holder = None;
+            changed = true;
+        }
+        while let Some(entry) = self.queue.first_entry() {
+            if alive(incarnations, entry.get(), now) {
+                break;
+            }
+            entry.remove();
+            changed = true;
+        }
+        changed
+    }
+
+    /// Whether ticket `seq` may take the turn now: nobody holds it and the ticket is first.
+    fn may_grant(&self, seq: u64) -> bool {
+        self.holder.is_none() && self.queue.first_key_value().is_some_and(|(s, _)| *s == seq)
+    }
+
+    /// Hands the turn to ticket `seq` of `me`, with the hub's next fence.
+    fn grant(&mut self, key: &str, seq: u64, me: &Me, fence: &mut u64) -> TurnGrant {
+        *fence += 1;
+        self.queue.remove(&seq);
+        let previous = self.last_holder.replace(me.replica_id.clone());
+        let grant = TurnGrant::new(key, seq, *fence, previous);
+        self.holder =
+            Some(Holder { incarnation: Arc::clone(&me.incarnation), grant: grant.clone() });
+        self.changed.notify_waiters();
+        grant
+    }
+
+    fn held_by(&self, me: &Me, seq: u64) -> bool {
+        self.holder.as_ref().is_some_and(|h| h.incarnation == me.incarnation && h.grant.seq == seq)
+    }
+
+    fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.holder.is_none()
+    }
+}
+
+impl HubState {
+    /// Registers `me` on first sight, alive for `lease` (or the default), and refuses a crashed
+    /// incarnation.
+    fn enter(&mut self, me: &Me, now: Instant, lease: Option<Duration>) -> Result<()> {
+        let inc =
+            self.incarnations.entry(Arc::clone(&me.incarnation)).or_insert_with(|| Incarnation {
+                expires_at: after(now, lease.unwrap_or(MemoryCoordinationHub::DEFAULT_LEASE)),
+                life: Life::Running,
+            });
+        if inc.life == Life::Crashed {
+            return Err(unavailable(format!(
+                "replica {} (incarnation {}) has crashed",
+                me.replica_id, me.incarnation
+            )));
+        }
+        Ok(())
+    }
+
+    /// Tidies `key` and wakes its waiters when that changed anything.
+    fn tidy(&mut self, key: &str, now: Instant) {
+        let Self { keys, incarnations, .. } = self;
+        if let Some(k) = keys.get_mut(key)
+            && k.tidy(incarnations, now)
+        {
+            k.changed.notify_waiters();
+        }
+    }
+
+    /// Records a use of `key`: moves it to the most recent end of the idle list when it is
+    /// idle, takes it off the list otherwise, and evicts the least recently used idle keys
+    /// beyond the limit.
+    fn touched(&mut self, key: &str) {
+        let Some(k) = self.keys.get_mut(key) else { return };
+        if let Some(tick) = k.idle_tick.take() {
+            self.idle.remove(&tick);
+        }
+        if k.is_idle() {
+            self.tick += 1;
+            k.idle_tick = Some(self.tick);
+            self.idle.insert(self.tick, key.to_owned());
+        }
+        while self.idle.len() > self.max_idle_keys {
+            let Some((_, evicted)) = self.idle.pop_first() else { break };
+            self.keys.remove(&evicted);
+        }
+    }
+
+    fn take_ticket(&mut self, me: &Me, key: &str, now: Instant) -> Result<Ticket> {
+        self.enter(me, now, None)?;
+        self.seq += 1;
+        let seq = self.seq;
+        let k = self.keys.entry(key.to_owned()).or_default();
+        k.queue.insert(seq, Arc::clone(&me.incarnation));
+        self.tidy(key, now);
+        let grant = match self.keys.get_mut(key) {
+            Some(k) if k.may_grant(seq) => Some(k.grant(key, seq, me, &mut self.fence)),
+            _ => None,
+        };
+        self.touched(key);
+        Ok(Ticket::new(key, seq, grant))
+    }
+
+    /// One look at `ticket`'s place: its grant when the turn is its own, `None` to keep
+    /// waiting. When `expired`, a ticket that must still wait is withdrawn and the wait fails.
+    fn poll_turn(
+        &mut self,
+        me: &Me,
+        ticket: &Ticket,
+        now: Instant,
+        expired: Option<Duration>,
+    ) -> Result<Option<TurnGrant>> {
+        self.enter(me, now, None)?;
+        let key = ticket.key.as_str();
+        self.tidy(key, now);
+        let outcome = match self.keys.get_mut(key) {
+            Some(k) if k.held_by(me, ticket.seq) => Ok(k.holder.as_ref().map(|h| h.grant.clone())),
+            Some(k) if k.queue.get(&ticket.seq).is_some_and(|o| *o == me.incarnation) => {
+                if k.may_grant(ticket.seq) {
+                    Ok(Some(k.grant(key, ticket.seq, me, &mut self.fence)))
+                } else if let Some(waited) = expired {
+                    k.queue.remove(&ticket.seq);
+                    k.changed.notify_waiters();
+                    Err(unavailable(format!(
+                        "ticket {} of {key} did not get its turn within {waited:?}",
+                        ticket.seq
+                    )))
+                } else {
+                    Ok(None)
+                }
+            }
+            _ => Err(unavailable(format!(
+                "ticket {} of {key} is not queued for replica {} (incarnation {}): it was \
+                 cancelled, timed out, or skipped after this replica's lease expired",
+                ticket.seq, me.replica_id, me.incarnation
+            ))),
+        };
+        self.touched(key);
+        outcome
+    }
+
+    fn release_turn(
+        &mut self,
+        me: &Me,
+        grant: &TurnGrant,
+        used: bool,
+        now: Instant,
+    ) -> Result<bool> {
+        self.enter(me, now, None)?;
+        let key = grant.key.as_str();
+        self.tidy(key, now);
+        let released = match self.keys.get_mut(key) {
+            Some(k) if k.held_by(me, grant.seq) => {
+                k.holder = None;
+                if !used {
+                    // Nothing happened under this turn: the holder before it is still the
+                    // last one that acted.
+                    k.last_holder.clone_from(&grant.previous_holder);
+                }
+                k.changed.notify_waiters();
+                true
+            }
+            _ => false,
+        };
+        self.touched(key);
+        Ok(released)
+    }
+
+    fn cancel_ticket(&mut self, me: &Me, ticket: &Ticket, now: Instant) -> Result<()> {
+        self.enter(me, now, None)?;
+        let key = ticket.key.as_str();
+        self.tidy(key, now);
+        if let Some(k) = self.keys.get_mut(key) {
+            if k.queue.get(&ticket.seq).is_some_and(|o| *o == me.incarnation) {
+                k.queue.remove(&ticket.seq);
+                k.changed.notify_waiters();
+            } else if k.held_by(me, ticket.seq) {
+                k.holder = None;
+                k.changed.notify_waiters();
+            }
+        }
+        self.touched(key);
+        Ok(())
+    }
+
+    fn heartbeat(&mut self, me: &Me, lease: Duration, now: Instant) -> Result<()> {
+        self.enter(me, now, Some(lease))?;
+        let Some(inc) = self.incarnations.get_mut(&me.incarnation) else {
+            return Err(unavailable(format!("replica {} is not registered", me.replica_id)));
+        };
+        if inc.life == Life::Stalled {
+            return Err(unavailable(format!(
+                "replica {} is stalled and cannot renew its heartbeat",
+                me.replica_id
+            )));
+        }
+        inc.expires_at = after(now, lease);
+        Ok(())
+    }
+
+    fn try_lead(
+        &mut self,
+        me: &Me,
+        name: &str,
+        lease: Duration,
+        now: Instant,
+    ) -> Result<Option<Leadership>> {
+        self.enter(me, now, Some(lease))?;
+        if !alive(&self.incarnations, &me.incarnation, now) {
+            // Whatever it held died with its lease; it cannot lead until it heartbeats again.
+            return Ok(None);
+        }
+        match self.leaders.get(name) {
+            Some(l) if l.incarnation == me.incarnation => {
+                return Ok(Some(Leadership::new(name, l.fence)));
+            }
+            Some(l) if alive(&self.incarnations, &l.incarnation, now) => return Ok(None),
+            _ => {}
+        }
+        self.fence += 1;
+        let fence = self.fence;
+        self.leaders
+            .insert(name.to_owned(), Leader { incarnation: Arc::clone(&me.incarnation), fence });
+        Ok(Some(Leadership::new(name, fence)))
+    }
+
+    fn resign(&mut self, me: &Me, leadership: &Leadership, now: Instant) -> Result<bool> {
+        self.enter(me, now, None)?;
+        let ours = self
+            .leaders
+            .get(&leadership.name)
+            .is_some_and(|l| l.incarnation == me.incarnation && l.fence == leadership.fence);
+        if ours {
+            self.leaders.remove(&leadership.name);
+        }
+        Ok(ours)
+    }
+
+    fn set_life(&mut self, me: &Me, life: Life, now: Instant) {
+        let inc = self.incarnations.entry(Arc::clone(&me.incarnation)).or_insert_with(|| {
+            Incarnation {
+                // A replica that crashes before its first call holds nothing worth keeping.
+                expires_at: if life == Life::Crashed {
+                    now
+                } else {
+                    after(now, MemoryCoordinationHub::DEFAULT_LEASE)
+                },
+                life: Life::Running,
+            }
+        });
+        if inc.life != Life::Crashed {
+            inc.life = life;
+        }
+    }
+}
+
+/// One replica's coordinator on a [`MemoryCoordinationHub`]: the in-process stand-in for a
+/// Redis coordinator.
+///
+/// Each instance is a new incarnation (a random nonce), so two coordinators with the same
+/// replica id never share tickets, turns or leaderships, like a replica restarted with the same
+/// id. [`crash`](Self::crash) and [`set_stalled`](Self::set_stalled) simulate the two ways a
+/// replica stops renewing its lease.
+#[derive(Debug)]
+pub struct MemoryCoordinator {
+    hub: MemoryCoordinationHub,
+    me: Me,
+}
+
+impl MemoryCoordinator {
+    /// A coordinator for replica `replica_id` on `hub`, with a fresh incarnation.
+    ///
+    /// The incarnation is registered by its first call, alive for the lease that call gives
+    /// ([`heartbeat`](Coordinator::heartbeat), [`try_lead`](Coordinator::try_lead)) or
+    /// [`MemoryCoordinationHub::DEFAULT_LEASE`].
+    pub fn new(hub: MemoryCoordinationHub, replica_id: impl Into<String>) -> Self {
+        let incarnation: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        Self { hub, me: Me { incarnation, replica_id: replica_id.into() } }
+    }
+
+    /// Simulates the replica's process dying: from now on every call fails with
+    /// [`Error::CoordinationUnavailable`] (a waiting [`wait_turn`](Coordinator::wait_turn)
+    /// too), no heartbeat renews its lease and nothing it holds is released. Its turns and
+    /// leaderships stay until its lease runs out; then other replicas take over and its queued
+    /// tickets are skipped. A crash cannot be undone.
+    pub fn crash(&self) {
+        self.hub.lock().set_life(&self.me, Life::Crashed, Instant::now());
+    }
+
+    /// Simulates a replica whose event loop runs but cannot renew its lease (a lost network, a
+    /// backend that refuses it): while stalled, [`heartbeat`](Coordinator::heartbeat) fails with
+    /// [`Error::CoordinationUnavailable`] and the lease runs down; every other call still works.
+    /// Has no effect after [`crash`](Self::crash).
+    pub fn set_stalled(&self, stalled: bool) {
+        let life = if stalled { Life::Stalled } else { Life::Running };
+        self.hub.lock().set_life(&self.me, life, Instant::now());
+    }
+}
+
+#[async_trait]
+impl Coordinator for MemoryCoordinator {
+    fn replica_id(&self) -> &str {
+        &self.me.replica_id
+    }
+
+    fn incarnation(&self) -> &str {
+        &self.me.incarnation
+    }
+
+    async fn take_ticket(&self, key: &str) -> Result<Ticket> {
+        self.hub.lock().take_ticket(&self.me, key, Instant::now())
+    }
+
+    /// Returns at once with `ticket.grant` when the ticket came with its turn. Otherwise waits,
+    /// woken when the key's holder or queue changes and looking again every 5 ms to 100 ms
+    /// (doubling) to notice a holder whose lease ran out. On timeout the ticket is withdrawn.
+    /// A ticket that is no longer queued for this incarnation fails at once.
+    async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
+        let start = Instant::now();
+        if let Some(grant) = &ticket.grant {
+            self.hub.lock().enter(&self.me, start, None)?;
+            return Ok(grant.clone());
+        }
+        let deadline = start.checked_add(timeout);
+        let changed = self.hub.notifier(&ticket.key);
+        let mut pause = MIN_POLL;
+        loop {
+            // Listen before looking, so a change between the look and the sleep still wakes us.
+            let mut notified = pin!(changed.notified());
+            notified.as_mut().enable();
+            let now = Instant::now();
+            let expired = deadline.is_some_and(|d| now >= d).then_some(timeout);
+            if let Some(grant) = self.hub.lock().poll_turn(&self.me, ticket, now, expired)? {
+                return Ok(grant);
+            }
+            let wake = after(now, pause);
+            let wake = deadline.map_or(wake, |d| d.min(wake));
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(wake) => {}
+            }
+            pause = (pause * 2).min(MAX_POLL);
+        }
+    }
+
+    async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
+        self.hub.lock().release_turn(&self.me, grant, true, Instant::now())
+    }
+
+    async fn release_turn_unused(&self, grant: &TurnGrant) -> Result<bool> {
+        self.hub.lock().release_turn(&self.me, grant, false, Instant::now())
+    }
+
+    async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
+        self.hub.lock().cancel_ticket(&self.me, ticket, Instant::now())
+    }
+
+    async fn heartbeat(&self, lease: Duration) -> Result<()> {
+        self.hub.lock().heartbeat(&self.me, lease, Instant::now())
+    }
+
+    async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
+        self.hub.lock().try_lead(&self.me, name, lease, Instant::now())
+    }
+
+    async fn resign(&self, leadership: &Leadership) -> Result<bool> {
+        self.hub.lock().resign(&self.me, leadership, Instant::now())
+    }
+}

@@ -1,0 +1,544 @@
+//! Several bots on one `MemoryCoordinationHub`, coordinating as replicas sharing Redis would.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh_coord::{CoordinationConfig, ProviderSession};
+use botmesh_core::{
+    Ask, Bot, BotError, Capabilities, EndReason, Error, ErrorKind, Event, Flow, HandoverOutcome,
+    LeaseLostReason, MemoryStore, Outbound, Step, Store, Trigger,
+};
+use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
+use tokio::time::Instant;
+
+use crate::support::Recorder;
+
+const LEASE: Duration = Duration::from_secs(3);
+
+struct Replica {
+    bot: Bot,
+    provider: TestProvider,
+    coordinator: Arc<MemoryCoordinator>,
+    rec: Recorder,
+}
+
+fn replica(
+    hub: &MemoryCoordinationHub,
+    store: &Arc<MemoryStore>,
+    id: &str,
+    provider: TestProvider,
+    config: impl FnOnce(CoordinationConfig) -> CoordinationConfig,
+    bot: impl FnOnce(botmesh_core::BotBuilder) -> botmesh_core::BotBuilder,
+) -> Replica {
+    let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), id));
+    let coordination =
+        config(CoordinationConfig::from_arc(coordinator.clone()).lease(LEASE)).build();
+    let rec = Recorder::default();
+    let builder = Bot::builder()
+        .provider(provider.clone())
+        .store(store.clone() as Arc<dyn Store>)
+        .coordination(coordination);
+    let bot = bot(rec.attach(builder)).build().unwrap();
+    Replica { bot, provider, coordinator, rec }
+}
+
+type Log = Arc<Mutex<Vec<(String, String, Instant, Instant)>>>;
+
+/// A handler that takes `work` and records (replica, body, start, end).
+fn slow_echo(
+    name: &'static str,
+    log: &Log,
+    work: Duration,
+) -> impl FnOnce(botmesh_core::BotBuilder) -> botmesh_core::BotBuilder {
+    let log = Arc::clone(log);
+    move |b| {
+        b.on_message(move |ctx| {
+            let log = Arc::clone(&log);
+            async move {
+                let start = Instant::now();
+                tokio::time::sleep(work).await;
+                ctx.reply(format!("{name} did {}", ctx.body())).await?;
+                log.lock().unwrap().push((
+                    name.to_owned(),
+                    ctx.body().to_owned(),
+                    start,
+                    Instant::now(),
+                ));
+                Ok::<_, BotError>(())
+            }
+        })
+    }
+}
+
+async fn started(r: Replica) -> Replica {
+    r.bot.start().await.unwrap();
+    r
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_messages_of_one_chat_on_two_replicas_50ms_apart_run_in_order_and_never_overlap() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let log: Log = Arc::default();
+    let work = Duration::from_millis(200);
+    let a =
+        started(replica(&hub, &store, "a", TestProvider::new(), |c| c, slow_echo("a", &log, work)))
+            .await;
+    let b =
+        started(replica(&hub, &store, "b", TestProvider::new(), |c| c, slow_echo("b", &log, work)))
+            .await;
+    for round in 0..5 {
+        a.provider.say("c", &format!("{round}-1"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.provider.say("c", &format!("{round}-2"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.provider.settled(&a.bot).await;
+    b.provider.settled(&b.bot).await;
+    let mut log = log.lock().unwrap().clone();
+    log.sort_by_key(|e| e.2);
+    let order: Vec<&str> = log.iter().map(|e| e.1.as_str()).collect();
+    let expected: Vec<String> = (0..5).flat_map(|r| [format!("{r}-1"), format!("{r}-2")]).collect();
+    assert_eq!(order, expected, "handled in ticket order");
+    for pair in log.windows(2) {
+        assert!(pair[0].3 <= pair[1].2, "turns never overlap: {pair:?}");
+    }
+    assert!(log.iter().any(|e| e.0 == "a") && log.iter().any(|e| e.0 == "b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn different_chats_run_in_parallel_on_both_replicas() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let log: Log = Arc::default();
+    let work = Duration::from_secs(1);
+    let a =
+        started(replica(&hub, &store, "a", TestProvider::new(), |c| c, slow_echo("a", &log, work)))
+            .await;
+    let b =
+        started(replica(&hub, &store, "b", TestProvider::new(), |c| c, slow_echo("b", &log, work)))
+            .await;
+    let t0 = Instant::now();
+    for i in 0..10 {
+        a.provider.say(&format!("a{i}"), "x");
+        b.provider.say(&format!("b{i}"), "x");
+    }
+    a.provider.settled(&a.bot).await;
+    b.provider.settled(&b.bot).await;
+    assert_eq!(log.lock().unwrap().len(), 20);
+    assert!(t0.elapsed() < Duration::from_secs(2), "20 one-second handlers ran side by side");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_crashing_with_the_turn_is_passed_over_after_the_lease() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let log: Log = Arc::default();
+    let a = started(replica(
+        &hub,
+        &store,
+        "a",
+        TestProvider::new(),
+        |c| c,
+        slow_echo("a", &log, Duration::from_secs(3600)),
+    ))
+    .await;
+    let b = started(replica(
+        &hub,
+        &store,
+        "b",
+        TestProvider::new(),
+        |c| c,
+        slow_echo("b", &log, Duration::ZERO),
+    ))
+    .await;
+    a.provider.say("c", "held by a");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    a.provider.say("c", "queued on a");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let t0 = Instant::now();
+    a.coordinator.crash();
+    b.provider.say("c", "on b");
+    b.provider.wait_sent(1).await;
+    let waited = t0.elapsed();
+    assert!(waited >= LEASE - Duration::from_millis(100), "b waited for a's lease: {waited:?}");
+    assert!(
+        waited <= LEASE + LEASE / 3 + Duration::from_millis(500),
+        "and not much longer: {waited:?}"
+    );
+    assert_eq!(b.provider.texts_to("c"), ["b did on b"]);
+    assert!(
+        a.provider.sent().is_empty(),
+        "the crashed replica's queued ticket was skipped, nothing ran"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_proceeds() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let log: Log = Arc::default();
+    let a = started(replica(
+        &hub,
+        &store,
+        "a",
+        TestProvider::new(),
+        |c| c,
+        slow_echo("a", &log, Duration::from_secs(10)),
+    ))
+    .await;
+    let b = started(replica(
+        &hub,
+        &store,
+        "b",
+        TestProvider::new(),
+        |c| c,
+        slow_echo("b", &log, Duration::ZERO),
+    ))
+    .await;
+    a.provider.say("c", "slow");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    a.coordinator.set_stalled(true);
+    b.provider.say("c", "next");
+    b.provider.wait_sent(1).await;
+    assert_eq!(b.provider.texts_to("c"), ["b did next"], "the new owner proceeds");
+    a.provider.settled(&a.bot).await;
+    assert!(a.provider.sent().is_empty(), "the stalled replica answered nothing");
+    let lost = a.rec.errors().iter().any(|e| match &**e {
+        BotError::Handler { source, .. } => {
+            source.downcast_ref::<BotError>().and_then(BotError::as_contract).is_some_and(|c| {
+                matches!(c, Error::LeaseLost { reason: LeaseLostReason::Stalled, .. })
+            })
+        }
+        _ => false,
+    });
+    assert!(lost, "its send failed with LeaseLost: {:?}", a.rec.errors());
+    assert!(
+        a.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::LeaseLost { reason: LeaseLostReason::Stalled, .. }))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_that_cannot_get_its_turn_fails_with_coordination_unavailable() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let log: Log = Arc::default();
+    let short_wait = |c: CoordinationConfig| {
+        c.turn_wait(Duration::from_secs(5)).settle(Duration::from_secs(7200))
+    };
+    let a = started(replica(
+        &hub,
+        &store,
+        "a",
+        TestProvider::new(),
+        short_wait,
+        slow_echo("a", &log, Duration::from_secs(3600)),
+    ))
+    .await;
+    let b = started(replica(
+        &hub,
+        &store,
+        "b",
+        TestProvider::new(),
+        short_wait,
+        slow_echo("b", &log, Duration::ZERO),
+    ))
+    .await;
+    a.provider.say("c", "hog");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    b.provider.say("c", "starved");
+    b.provider.settled(&b.bot).await;
+    let errors = b.rec.errors();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].as_contract().map(Error::kind), Some(ErrorKind::CoordinationUnavailable));
+    assert!(b.provider.sent().is_empty());
+    // The starved ticket was withdrawn: once the hog is done, the chat flows again.
+    drop(a);
+}
+
+fn order_flow(timeout: Option<Duration>) -> Flow {
+    Flow::new("order")
+        .trigger(Trigger::keyword("order"))
+        .persistent()
+        .timeout(timeout)
+        .ask(Ask::new("size", "Size?").choices(["S", "M", "L"]))
+        .ask(Ask::new("qty", "How many?"))
+        .do_step("done", |c| async move {
+            let size: String = c.get("size").unwrap();
+            let qty: String = c.get("qty").unwrap();
+            c.send(format!("{qty} x {size}")).await?;
+            Ok::<_, BotError>(Step::Next)
+        })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_persistent_flow_continues_on_the_other_replica_at_the_parked_step() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let a = started(replica(
+        &hub,
+        &store,
+        "a",
+        TestProvider::new(),
+        |c| c,
+        |b| b.flow(order_flow(None)),
+    ))
+    .await;
+    let b = started(replica(
+        &hub,
+        &store,
+        "b",
+        TestProvider::new(),
+        |c| c,
+        |b| b.flow(order_flow(None)),
+    ))
+    .await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    b.provider.say("c", "M");
+    b.provider.settled(&b.bot).await;
+    a.provider.say("c", "3");
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["Size?", "3 x M"]);
+    assert_eq!(b.provider.texts_to("c"), ["How many?"]);
+    assert!(
+        b.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Handover { outcome: HandoverOutcome::Continued, .. }))
+    );
+    assert!(
+        a.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Handover { outcome: HandoverOutcome::Dropped, .. })),
+        "a dropped its stale copy"
+    );
+    assert_eq!(store.get_checkpoint("c").await.unwrap(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_checkpoint_write_ends_the_conversation_as_superseded() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let a = started(replica(
+        &hub,
+        &store,
+        "a",
+        TestProvider::new(),
+        |c| c,
+        |b| b.flow(order_flow(None)),
+    ))
+    .await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    // Another holder wrote after a's last write (a replica that took the chat while a froze).
+    let newer = store.get_checkpoint("c").await.unwrap().unwrap();
+    let rev = store
+        .set_checkpoint("c", &botmesh_core::CheckpointWrite::new(newer.data.clone()))
+        .await
+        .unwrap();
+    a.provider.say("c", "L");
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["Size?"], "the superseded flow stops before asking on");
+    assert!(
+        a.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::LeaseLost { reason: LeaseLostReason::Superseded, .. }))
+    );
+    assert!(
+        a.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::LeaseLost, .. }))
+    );
+    assert_eq!(
+        store.get_checkpoint("c").await.unwrap().unwrap().revision,
+        rev,
+        "the newer row stays"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_timer_is_dropped_without_messaging_the_user_or_clearing_the_new_owner_s_checkpoint()
+ {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let timeout = Some(Duration::from_secs(60));
+    let a = started(replica(
+        &hub,
+        &store,
+        "a",
+        TestProvider::new(),
+        |c| c,
+        |b| b.flow(order_flow(timeout)),
+    ))
+    .await;
+    let b = started(replica(
+        &hub,
+        &store,
+        "b",
+        TestProvider::new(),
+        |c| c,
+        |b| b.flow(order_flow(timeout)),
+    ))
+    .await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    b.provider.say("c", "S");
+    b.provider.settled(&b.bot).await;
+    // a's timer comes due at 60 s, b's at 90 s.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["Size?"], "a's stale timer sent nothing");
+    assert!(store.get_checkpoint("c").await.unwrap().is_some(), "b's checkpoint is intact");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    b.provider.wait_sent(2).await;
+    assert_eq!(
+        b.provider.texts_to("c"),
+        ["How many?", "This conversation timed out. Send a message to start again."]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_running_past_settle_is_cut_short_keeping_its_checkpoint() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let flow = || {
+        Flow::new("slow").trigger(Trigger::keyword("go")).persistent().do_step(
+            "work",
+            |c| async move {
+                let m = c.ask("Ready?").await?;
+                c.sleep(Duration::from_secs(3600)).await;
+                c.send(format!("finished after {}", m.body)).await?;
+                Ok::<_, BotError>(Step::Next)
+            },
+        )
+    };
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(5));
+    let a =
+        started(replica(&hub, &store, "a", TestProvider::new(), settle, |b| b.flow(flow()))).await;
+    let b =
+        started(replica(&hub, &store, "b", TestProvider::new(), settle, |b| b.flow(flow()))).await;
+    a.provider.say("c", "go");
+    a.provider.settled(&a.bot).await;
+    let t0 = Instant::now();
+    a.provider.say("c", "yes");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    b.provider.say("c", "hello");
+    b.provider.settled(&b.bot).await;
+    assert!(t0.elapsed() >= Duration::from_secs(5), "b waited for the settle bound");
+    assert!(
+        a.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Suspended, .. }))
+    );
+    // The cut step's checkpoint said "parked on its first question": b takes its message as
+    // that answer and the step runs again from its start.
+    assert!(store.get_checkpoint("c").await.unwrap().is_some());
+    assert!(a.provider.texts_to("c").iter().all(|t| !t.starts_with("finished")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let exclusive = || TestProvider::with("wa", Capabilities::exclusive());
+    let a = started(replica(&hub, &store, "a", exclusive(), |c| c, |b| b)).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let b = started(replica(&hub, &store, "b", exclusive(), |c| c, |b| b)).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        (a.provider.starts(), b.provider.starts()),
+        (1, 0),
+        "one connected, one standing by"
+    );
+    assert!(a.bot.is_transport_running() && !b.bot.is_transport_running());
+    let refused = b.bot.send(&Outbound::text("c", "hi")).await.unwrap_err();
+    assert_eq!(refused.as_contract().map(Error::kind), Some(ErrorKind::ProviderNotLeader));
+    assert!(
+        b.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "standby"))
+    );
+
+    let t0 = Instant::now();
+    a.coordinator.crash();
+    tokio::time::timeout(LEASE * 2, b.bot.ready()).await.expect("b takes over");
+    let took = t0.elapsed();
+    assert!(
+        took <= LEASE + LEASE / 3 + Duration::from_millis(100),
+        "within lease + lease/3: {took:?}"
+    );
+    assert_eq!(b.provider.starts(), 1);
+    assert!(
+        b.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Leader { name, .. } if name == "provider:wa"))
+    );
+    b.bot.send(&Outbound::text("c", "hi")).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_transport_stays_down_steps_down_for_a_standby() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let exclusive = || TestProvider::with("wa", Capabilities::exclusive());
+    let down = |c: CoordinationConfig| {
+        c.provider_down(Duration::from_secs(10)).step_down_pause(Duration::from_secs(5))
+    };
+    let a = started(replica(&hub, &store, "a", exclusive(), down, |b| b)).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let b = started(replica(&hub, &store, "b", exclusive(), down, |b| b)).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let t0 = Instant::now();
+    a.provider.close();
+    tokio::time::timeout(Duration::from_secs(30), b.bot.ready()).await.expect("b takes over");
+    assert!(t0.elapsed() >= Duration::from_secs(10), "not before provider_down");
+    assert!(
+        a.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "provider-down"))
+    );
+    assert!(!a.bot.is_transport_running());
+    // a campaigns again after its pause, and stands by.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(b.bot.is_transport_running() && !a.bot.is_transport_running());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shared_sessions_run_on_every_replica() {
+    let hub = MemoryCoordinationHub::new();
+    let store = Arc::new(MemoryStore::new());
+    let a = started(replica(&hub, &store, "a", TestProvider::new(), |c| c, |b| b)).await;
+    let b = started(replica(
+        &hub,
+        &store,
+        "b",
+        TestProvider::new(),
+        |c| c.provider_session(ProviderSession::Auto),
+        |b| b,
+    ))
+    .await;
+    assert_eq!((a.provider.starts(), b.provider.starts()), (1, 1));
+    let forced = started(replica(
+        &hub,
+        &store,
+        "c",
+        TestProvider::new(),
+        |c| c.provider_session(ProviderSession::Leader),
+        |b| b,
+    ))
+    .await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(forced.provider.starts(), 1, "the only campaigner for its provider id wins");
+}
