@@ -3,6 +3,7 @@
 //! Each suite prints its figures as `name: value unit` and writes them to the JSON file named
 //! on the command line as one flat object `{"name": number}`.
 
+mod coord_suite;
 mod core_suite;
 
 use std::path::PathBuf;
@@ -16,7 +17,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let figures: Figures = match suite.as_str() {
         "core" => rt.block_on(core_suite::run())?,
-        other => return Err(format!("unknown suite {other:?}; suites: core").into()),
+        "coord" => rt.block_on(coord_suite::run())?,
+        other => return Err(format!("unknown suite {other:?}; suites: core, coord").into()),
     };
     let mut json = serde_json::Map::new();
     for (name, value, unit) in &figures {

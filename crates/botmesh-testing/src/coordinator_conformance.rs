@@ -352,6 +352,17 @@ async fn previous_holder<H: CoordinatorHarness>(s: &Suite<'_, H>) {
         assert!(c.release_turn(&g).await.unwrap());
         expected = Some(c.replica_id());
     }
+    // A turn given back unused leaves the previous holder in place for the next one.
+    let g = a.take_ticket(&key).await.unwrap().grant.unwrap();
+    assert_eq!(g.previous_holder.as_deref(), Some(b.replica_id()));
+    assert!(a.release_turn_unused(&g).await.unwrap());
+    let g = b.take_ticket(&key).await.unwrap().grant.unwrap();
+    assert_eq!(
+        g.previous_holder.as_deref(),
+        Some(b.replica_id()),
+        "an unused turn does not count as holding the chat"
+    );
+    assert!(b.release_turn(&g).await.unwrap());
 }
 
 /// Fences grow per key with every grant, whoever gets it, also when other keys and

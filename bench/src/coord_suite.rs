@@ -1,0 +1,151 @@
+//! `coord`: three replicas on one in-memory hub against one bot without coordination, and the
+//! turn hand-off latency between replicas on one contended chat.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use botmesh_coord::CoordinationConfig;
+use botmesh_core::{Bot, BotBuilder, BotError, MemoryStore, Store};
+use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
+
+use crate::Figures;
+
+const CHATS: usize = 1_000;
+const PER_CHAT: usize = 100;
+
+fn echo(builder: BotBuilder) -> BotBuilder {
+    builder.on_message(|ctx| async move {
+        ctx.reply(ctx.body().to_owned()).await?;
+        Ok::<_, BotError>(())
+    })
+}
+
+fn replica(
+    hub: &MemoryCoordinationHub,
+    store: &Arc<dyn Store>,
+    id: &str,
+) -> Result<(Bot, TestProvider), BotError> {
+    let provider = TestProvider::new();
+    let coordination = CoordinationConfig::new(MemoryCoordinator::new(hub.clone(), id)).build();
+    let bot = echo(Bot::builder())
+        .provider(provider.clone())
+        .store(Arc::clone(store))
+        .coordination(coordination)
+        .build()?;
+    Ok((bot, provider))
+}
+
+/// Spreads every chat's messages over the replicas like a load balancer (a fixed
+/// pseudo-random pick per message) and returns messages per second.
+async fn throughput(replicas: &[(Bot, TestProvider)]) -> Result<f64, Box<dyn std::error::Error>> {
+    for (bot, _) in replicas {
+        bot.start().await?;
+    }
+    let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
+    let mut pick: u64 = 0x9E37_79B9_7F4A_7C15;
+    let started = Instant::now();
+    for _ in 0..PER_CHAT {
+        for chat in &chats {
+            pick ^= pick << 13;
+            pick ^= pick >> 7;
+            pick ^= pick << 17;
+            let (_, provider) = &replicas[(pick % replicas.len() as u64) as usize];
+            provider.say(chat, "hello");
+        }
+    }
+    for (bot, provider) in replicas {
+        provider.settled(bot).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let sent: usize = replicas.iter().map(|(_, p)| p.sent_count()).sum();
+    for (bot, _) in replicas {
+        bot.stop().await?;
+    }
+    if sent != CHATS * PER_CHAT {
+        return Err(format!("{sent} replies for {} messages", CHATS * PER_CHAT).into());
+    }
+    Ok((CHATS * PER_CHAT) as f64 / secs)
+}
+
+/// One chat whose messages alternate between two replicas; returns the gaps between one
+/// replica's handler returning and the other's starting, in microseconds, sorted.
+async fn handoffs() -> Result<Vec<f64>, Box<dyn std::error::Error>> {
+    const MESSAGES: usize = 2_000;
+    let hub = MemoryCoordinationHub::new();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let log: Arc<Mutex<Vec<(usize, Instant, Instant)>>> = Arc::default();
+    let mut replicas = Vec::new();
+    for (i, id) in ["a", "b"].into_iter().enumerate() {
+        let provider = TestProvider::new();
+        let log = Arc::clone(&log);
+        let bot = Bot::builder()
+            .provider(provider.clone())
+            .store(Arc::clone(&store))
+            .coordination(CoordinationConfig::new(MemoryCoordinator::new(hub.clone(), id)).build())
+            .on_message(move |ctx| {
+                let log = Arc::clone(&log);
+                async move {
+                    let start = Instant::now();
+                    ctx.reply("ok").await?;
+                    log.lock().map_err(|_| "poisoned")?.push((i, start, Instant::now()));
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+                }
+            })
+            .build()?;
+        bot.start().await?;
+        replicas.push((bot, provider));
+    }
+    // Everything is queued up front, so every switch between replicas is a real hand-off:
+    // the next ticket's owner was already waiting when the turn was released.
+    for m in 0..MESSAGES {
+        replicas[m % 2].1.say("contended", "x");
+    }
+    for (bot, provider) in &replicas {
+        provider.settled(bot).await;
+    }
+    let mut log = log.lock().map_err(|_| "poisoned")?.clone();
+    log.sort_by_key(|e| e.1);
+    let mut gaps: Vec<f64> = log
+        .windows(2)
+        .filter(|w| w[0].0 != w[1].0)
+        .map(|w| w[1].1.saturating_duration_since(w[0].2).as_secs_f64() * 1e6)
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    for (bot, _) in &replicas {
+        bot.stop().await?;
+    }
+    if gaps.is_empty() {
+        return Err("no hand-offs between replicas were observed".into());
+    }
+    Ok(gaps)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub(crate) async fn run() -> Result<Figures, Box<dyn std::error::Error>> {
+    let single = {
+        let provider = TestProvider::new();
+        let bot = echo(Bot::builder()).provider(provider.clone()).build()?;
+        throughput(&[(bot, provider)]).await?
+    };
+    let hub3 = {
+        let hub = MemoryCoordinationHub::new();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let replicas = vec![
+            replica(&hub, &store, "a")?,
+            replica(&hub, &store, "b")?,
+            replica(&hub, &store, "c")?,
+        ];
+        throughput(&replicas).await?
+    };
+    let gaps = handoffs().await?;
+    Ok(vec![
+        ("single_msgs_per_s", single, "msg/s"),
+        ("hub3_msgs_per_s", hub3, "msg/s"),
+        ("handoff_p50_us", percentile(&gaps, 0.50), "us"),
+        ("handoff_p99_us", percentile(&gaps, 0.99), "us"),
+    ])
+}
