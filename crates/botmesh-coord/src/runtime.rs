@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use botmesh_core::coordination::{Coordination, Host, Turn};
 use botmesh_core::traits::{
-    ChatKey, Coordinator, Error, Leadership, LeaseLostReason, Ticket, TransportStatus, TurnGrant,
-    async_trait,
+    ChatKey, Coordinator, Error, Leadership, LeaseLostReason, ReleaseOptions, Ticket,
+    TransportStatus, TurnGrant, async_trait,
 };
 use botmesh_core::{BotError, Event};
 use tokio::task::JoinHandle;
@@ -36,7 +36,7 @@ struct State {
     held: Mutex<HashMap<ChatKey, TurnGrant>>,
     /// Releases that failed on the wire (with whether the turn was used), retried by the
     /// heartbeat loop.
-    unreleased: Mutex<Vec<(TurnGrant, bool)>>,
+    unreleased: Mutex<Vec<(TurnGrant, ReleaseOptions)>>,
     /// The transport leadership held now.
     leading: Mutex<Option<Leadership>>,
     host: Mutex<Option<Arc<dyn Host>>>,
@@ -51,14 +51,6 @@ impl State {
     fn emit(&self, event: Event) {
         if let Some(host) = self.host() {
             host.emit(event);
-        }
-    }
-
-    async fn release(&self, grant: &TurnGrant, used: bool) -> Result<bool, Error> {
-        if used {
-            self.coordinator.release_turn(grant).await
-        } else {
-            self.coordinator.release_turn_unused(grant).await
         }
     }
 
@@ -188,10 +180,10 @@ async fn heartbeat_loop(state: Arc<State>) {
         if state.stalled() && (!lock(&state.held).is_empty() || lock(&state.leading).is_some()) {
             state.give_up(LeaseLostReason::Stalled);
         }
-        let retry: Vec<(TurnGrant, bool)> = std::mem::take(&mut *lock(&state.unreleased));
-        for (grant, used) in retry {
-            if state.release(&grant, used).await.is_err() {
-                lock(&state.unreleased).push((grant, used));
+        let retry: Vec<(TurnGrant, ReleaseOptions)> = std::mem::take(&mut *lock(&state.unreleased));
+        for (grant, options) in retry {
+            if state.coordinator.release_turn_with(&grant, &options).await.is_err() {
+                lock(&state.unreleased).push((grant, options));
             }
         }
     }
@@ -317,9 +309,9 @@ impl Coordination for Runtime {
             }
             state.emit(Event::Follower { name: lead.name, reason: "stopping".to_owned() });
         }
-        let retry: Vec<(TurnGrant, bool)> = std::mem::take(&mut *lock(&state.unreleased));
-        for (grant, used) in retry {
-            let _ = state.release(&grant, used).await;
+        let retry: Vec<(TurnGrant, ReleaseOptions)> = std::mem::take(&mut *lock(&state.unreleased));
+        for (grant, options) in retry {
+            let _ = state.coordinator.release_turn_with(&grant, &options).await;
         }
     }
 
@@ -351,12 +343,12 @@ impl Coordination for Runtime {
         }))
     }
 
-    async fn release(&self, turn: Arc<dyn Turn>, used: bool) {
+    async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions) {
         let state = &self.state;
         let Some(grant) = lock(&state.held).remove(turn.key()) else { return };
-        if let Err(e) = state.release(&grant, used).await {
+        if let Err(e) = state.coordinator.release_turn_with(&grant, &options).await {
             tracing::warn!(target: "botmesh", key = %turn.key(), error = %e, "release failed; retrying within lease / 3");
-            lock(&state.unreleased).push((grant, used));
+            lock(&state.unreleased).push((grant, options));
         }
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, Error, Ticket, TransportStatus, async_trait};
+use botmesh_traits::{ChatKey, Error, ReleaseOptions, Ticket, TransportStatus, async_trait};
 
 use crate::{BotError, Event};
 
@@ -79,10 +79,11 @@ pub trait Coordination: Send + Sync + 'static {
     /// `CoordinationUnavailable` (and withdraws the ticket) when it does not come.
     async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error>;
 
-    /// Gives a turn back. `used` is `false` when nothing happened under it (a timer that found
-    /// its conversation stale or gone), so the chat's previous holder stays the last one that
-    /// acted. A release that fails on the wire is retried by the runtime.
-    async fn release(&self, turn: Arc<dyn Turn>, used: bool);
+    /// Gives a turn back. `options.used` is `false` when nothing happened under it (a timer
+    /// that found its conversation stale or gone); `options.retain` is how long a conversation
+    /// of the chat stays waiting in this replica's memory. A release that fails on the wire is
+    /// retried by the runtime.
+    async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions);
 }
 
 /// The turn a chat's worker holds right now, shared with the contexts of that chat so that

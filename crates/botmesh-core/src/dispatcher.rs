@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, ChatRecord, Error, Inbound, Ticket};
+use botmesh_traits::{ChatKey, ChatRecord, Error, Inbound, ReleaseOptions, Ticket};
 use futures_util::FutureExt;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -447,8 +447,17 @@ impl Worker {
         };
         if let Some((coordination, turn)) = turn {
             self.turn.set(None);
-            coordination.release(turn, used).await;
+            let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
+            coordination.release(turn, options.retain(self.waiting_for())).await;
         }
+    }
+
+    /// How long the chat's in-memory conversation may still wait for an answer: its wait
+    /// timeout, or a day when it has none.
+    fn waiting_for(&self) -> Option<Duration> {
+        const NO_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+        let (park, _) = self.active.as_ref()?.parked?;
+        Some(park.timeout.unwrap_or(NO_TIMEOUT))
     }
 
     /// Runs the work; returns whether it did anything (a stale timer does not).

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_traits::{Coordinator, ErrorKind, Result, Ticket, TurnGrant};
+use botmesh_traits::{Coordinator, ErrorKind, ReleaseOptions, Result, Ticket, TurnGrant};
 use tokio::task::JoinHandle;
 
 /// A coordination backend under test, as [`coordinator_conformance`] drives it.
@@ -355,7 +355,7 @@ async fn previous_holder<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     // A turn given back unused leaves the previous holder in place for the next one.
     let g = a.take_ticket(&key).await.unwrap().grant.unwrap();
     assert_eq!(g.previous_holder.as_deref(), Some(b.replica_id()));
-    assert!(a.release_turn_unused(&g).await.unwrap());
+    assert!(a.release_turn_with(&g, &ReleaseOptions::unused()).await.unwrap());
     let g = b.take_ticket(&key).await.unwrap().grant.unwrap();
     assert_eq!(
         g.previous_holder.as_deref(),

@@ -21,7 +21,9 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use botmesh_traits::{Coordinator, Error, Leadership, Result, Ticket, TurnGrant, async_trait};
+use botmesh_traits::{
+    Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant, async_trait,
+};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -579,8 +581,9 @@ impl Coordinator for MemoryCoordinator {
         self.hub.lock().release_turn(&self.me, grant, true, Instant::now())
     }
 
-    async fn release_turn_unused(&self, grant: &TurnGrant) -> Result<bool> {
-        self.hub.lock().release_turn(&self.me, grant, false, Instant::now())
+    /// The hub keeps idle chats by recency (`max_idle_keys`), so `retain` is not needed here.
+    async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+        self.hub.lock().release_turn(&self.me, grant, options.used, Instant::now())
     }
 
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {

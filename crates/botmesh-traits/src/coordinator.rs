@@ -53,6 +53,39 @@ impl TurnGrant {
     }
 }
 
+/// How a turn is given back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReleaseOptions {
+    /// Whether anything happened under the turn. An unused turn (a conversation timer that
+    /// found its conversation stale or gone) leaves the chat's previous holder as it was, so a
+    /// replica whose in-memory conversation is still current does not drop it because another
+    /// replica only looked.
+    pub used: bool,
+    /// How long the holder keeps a conversation of the chat waiting in memory. The backend
+    /// remembers the chat's last holder at least this long, so that the holder can tell later
+    /// whether its copy is still current; without it, idle chat state may be dropped soon.
+    pub retain: Option<Duration>,
+}
+
+impl ReleaseOptions {
+    /// A used turn, with no conversation waiting.
+    pub const fn used() -> Self {
+        Self { used: true, retain: None }
+    }
+
+    /// An unused turn.
+    pub const fn unused() -> Self {
+        Self { used: false, retain: None }
+    }
+
+    /// Keeps the chat's state for `retain`.
+    pub const fn retain(mut self, retain: Option<Duration>) -> Self {
+        self.retain = retain;
+        self
+    }
+}
+
 /// Leadership of a named role, such as `provider:<id>` or a singleton job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -102,13 +135,12 @@ pub trait Coordinator: Send + Sync + 'static {
     /// longer ours.
     async fn release_turn(&self, grant: &TurnGrant) -> Result<bool>;
 
-    /// Gives back a turn that was taken and not used (a conversation timer that found its
-    /// conversation stale or gone), so that the chat's previous holder is reported to the next
-    /// one as if this turn had not happened: a replica whose in-memory conversation is still
-    /// current must not drop it because another replica only looked.
+    /// Gives a turn back with what the holder knows about it: see [`ReleaseOptions`].
     ///
-    /// The default releases normally, which is safe but makes the next holder drop its copy.
-    async fn release_turn_unused(&self, grant: &TurnGrant) -> Result<bool> {
+    /// The default ignores the options and releases normally, which is safe: the next holder
+    /// may drop an in-memory conversation that was still current, never keep a stale one.
+    async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+        let _ = options;
         self.release_turn(grant).await
     }
 

@@ -1,0 +1,134 @@
+//! One connection type over a single server or a cluster.
+
+use std::time::Duration;
+
+use botmesh_traits::{BoxError, Error};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+/// A connection that reconnects by itself: a connection manager on one server, the cluster
+/// connection (which follows the slot map) on a cluster.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Connection settings shared by the store and the coordinator.
+#[derive(Debug, Clone)]
+pub(crate) struct Connect {
+    pub(crate) urls: Vec<String>,
+    pub(crate) cluster: bool,
+    pub(crate) response_timeout: Duration,
+    pub(crate) connection_timeout: Duration,
+}
+
+/// The URL without its password, for logs and errors.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    match rest.rsplit_once('@') {
+        Some((auth, host)) => {
+            let user = auth.split_once(':').map_or(auth, |(u, _)| u);
+            if user.is_empty() {
+                format!("{scheme}://***@{host}")
+            } else {
+                format!("{scheme}://{user}:***@{host}")
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
+fn config_error(msg: String) -> Error {
+    Error::Configuration(BoxError::from(msg))
+}
+
+impl Connect {
+    pub(crate) async fn open(&self) -> Result<(Conn, redis::Client), Error> {
+        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
+            // One process-wide rustls provider; a second install is refused and harmless.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let first =
+            self.urls.first().ok_or_else(|| config_error("no Redis URL given".to_owned()))?;
+        // Errors from the driver name the host at most, never the password; ours use `redact`.
+        let client = redis::Client::open(first.as_str()).map_err(|e| {
+            config_error(format!("invalid Redis URL {}: {:?}", redact(first), e.kind()))
+        })?;
+        let conn = match self.cluster {
+            true => {
+                let cluster =
+                    redis::cluster::ClusterClientBuilder::new(self.urls.iter().map(String::as_str))
+                        .connection_timeout(self.connection_timeout)
+                        .response_timeout(self.response_timeout)
+                        .build()
+                        .map_err(|e| {
+                            config_error(format!("invalid Redis Cluster URLs: {:?}", e.kind()))
+                        })?;
+                Conn::Cluster(
+                    cluster.get_async_connection().await.map_err(|e| unreachable_err(first, e))?,
+                )
+            }
+            false => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.connection_timeout))
+                    .set_response_timeout(Some(self.response_timeout))
+                    .set_max_delay(Duration::from_secs(2));
+                Conn::Single(
+                    ConnectionManager::new_with_config(client.clone(), config)
+                        .await
+                        .map_err(|e| unreachable_err(first, e))?,
+                )
+            }
+        };
+        Ok((conn, client))
+    }
+}
+
+fn unreachable_err(url: &str, e: redis::RedisError) -> Error {
+    Error::CoordinationUnavailable {
+        reason: format!("cannot connect to Redis at {}", redact(url)),
+        source: Some(Box::new(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_appear_in_a_redacted_url() {
+        assert_eq!(redact("redis://bot:s3cret@10.0.0.1:6379/0"), "redis://bot:***@10.0.0.1:6379/0");
+        assert_eq!(redact("rediss://:s3cret@host/"), "rediss://***@host/");
+        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+    }
+}

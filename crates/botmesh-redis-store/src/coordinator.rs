@@ -1,0 +1,420 @@
+//! [`RedisCoordinator`]: tickets, turns, heartbeats and leadership on Redis.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use botmesh_traits::{
+    BoxError, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant,
+    async_trait,
+};
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use redis::Script;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::RedisOptions;
+use crate::conn::{Conn, Connect};
+use crate::keys::Keys;
+use crate::scripts::{self, with_prelude};
+
+/// How long an idle chat's turn state (its last holder, its counters) is kept when no
+/// conversation of the chat waits in any replica's memory.
+const IDLE_KEEP: Duration = Duration::from_secs(60);
+
+fn unavailable(reason: &str, e: impl Into<BoxError>) -> Error {
+    Error::CoordinationUnavailable { reason: reason.to_owned(), source: Some(e.into()) }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct CoordScripts {
+    take_ticket: Script,
+    try_turn: Script,
+    release: Script,
+    cancel: Script,
+    try_lead: Script,
+    resign: Script,
+}
+
+/// Local waiters, woken by the release that publishes on the wake channel.
+#[derive(Default)]
+struct Waiters(Mutex<HashMap<String, (Arc<Notify>, usize)>>);
+
+impl Waiters {
+    fn register(self: &Arc<Self>, key: &str) -> WaiterGuard {
+        let mut map = lock(&self.0);
+        let entry = map.entry(key.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
+        entry.1 += 1;
+        WaiterGuard { waiters: Arc::clone(self), key: key.to_owned(), notify: Arc::clone(&entry.0) }
+    }
+
+    fn wake(&self, key: &str) {
+        if let Some((notify, _)) = lock(&self.0).get(key) {
+            notify.notify_waiters();
+        }
+    }
+
+    fn wake_all(&self) {
+        for (notify, _) in lock(&self.0).values() {
+            notify.notify_waiters();
+        }
+    }
+}
+
+struct WaiterGuard {
+    waiters: Arc<Waiters>,
+    key: String,
+    notify: Arc<Notify>,
+}
+
+impl Drop for WaiterGuard {
+    fn drop(&mut self) {
+        let mut map = lock(&self.waiters.0);
+        if let Some(entry) = map.get_mut(&self.key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Subscribes to the wake channel for as long as the coordinator lives, reconnecting after a
+/// drop; waiters poll meanwhile.
+async fn subscriber(client: redis::Client, channel: String, waiters: Arc<Waiters>) {
+    loop {
+        if let Ok(mut pubsub) = client.get_async_pubsub().await
+            && pubsub.subscribe(&channel).await.is_ok()
+        {
+            // Anything published while we were away is covered by waking everyone once.
+            waiters.wake_all();
+            let mut messages = pubsub.into_on_message();
+            while let Some(msg) = messages.next().await {
+                if let Ok(key) = msg.get_payload::<String>() {
+                    waiters.wake(&key);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A [`Coordinator`] on Redis.
+///
+/// - An uncontended message takes its ticket and its turn in one round trip (one script) and
+///   gives the turn back in one.
+/// - A waiting ticket is woken by Redis: the release publishes the chat key on the prefix's
+///   wake channel, which every coordinator subscribes to once. Polling (from 5 ms, doubling to
+///   `max_poll`) remains only as the fallback for a missed wake-up, or a holder that died
+///   without releasing.
+/// - A replica's liveness is one key with a time to live (one per shard in the cluster
+///   layout); a heartbeat is one `SET ... PX` per such key, whatever the number of chats held.
+///   Turns and leaderships held by an incarnation whose key expired are taken back, and its
+///   queued tickets skipped, by the next script that touches the chat.
+pub struct RedisCoordinator {
+    conn: Conn,
+    keys: Keys,
+    replica_id: String,
+    incarnation: String,
+    lease: Duration,
+    max_poll: Duration,
+    scripts: Arc<CoordScripts>,
+    waiters: Arc<Waiters>,
+    subscriber: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for RedisCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisCoordinator")
+            .field("replica_id", &self.replica_id)
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for RedisCoordinator {
+    fn drop(&mut self) {
+        self.subscriber.abort();
+    }
+}
+
+impl RedisCoordinator {
+    /// Connects on its own connection to one Redis server.
+    pub async fn new(url: &str, prefix: &str) -> Result<Self> {
+        Self::connect(RedisOptions::new(url, prefix)).await
+    }
+
+    /// Connects with full options.
+    pub async fn connect(options: RedisOptions) -> Result<Self> {
+        let connect = Connect {
+            urls: options.urls.clone(),
+            cluster: options.cluster,
+            response_timeout: options.response_timeout,
+            connection_timeout: options.connection_timeout,
+        };
+        let (conn, client) = connect.open().await?;
+        let keys = Keys::new(&options.prefix, options.layout);
+        Ok(Self::from_parts(conn, client, keys, &options, Duration::from_secs(15)))
+    }
+
+    pub(crate) fn from_parts(
+        conn: Conn,
+        client: redis::Client,
+        keys: Keys,
+        options: &RedisOptions,
+        lease: Duration,
+    ) -> Self {
+        let s = |body: &str| Script::new(&with_prelude(body));
+        let waiters = Arc::new(Waiters::default());
+        let subscriber =
+            tokio::spawn(subscriber(client, keys.wake_channel(), Arc::clone(&waiters)));
+        Self {
+            conn,
+            keys,
+            replica_id: uuid::Uuid::new_v4().to_string(),
+            incarnation: uuid::Uuid::new_v4().simple().to_string(),
+            lease,
+            max_poll: options.max_poll,
+            scripts: Arc::new(CoordScripts {
+                take_ticket: s(scripts::TAKE_TICKET),
+                try_turn: s(scripts::TRY_TURN),
+                release: s(scripts::RELEASE),
+                cancel: s(scripts::CANCEL),
+                try_lead: s(scripts::TRY_LEAD),
+                resign: s(scripts::RESIGN),
+            }),
+            waiters,
+            subscriber,
+        }
+    }
+
+    /// Sets the replica id (unique among running replicas; a pod or host name is fine).
+    /// Defaults to a random UUID.
+    pub fn with_replica_id(mut self, id: impl Into<String>) -> Self {
+        self.replica_id = id.into();
+        self
+    }
+
+    fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
+    fn grant(key: &str, seq: &str, fence: &str, prev: &str) -> Result<TurnGrant> {
+        let parse = |what: &str, s: &str| {
+            s.parse::<u64>().map_err(|e| Error::corrupt(format!("{what} {s:?}"), e))
+        };
+        let previous = (!prev.is_empty()).then(|| prev.to_owned());
+        Ok(TurnGrant::new(key, parse("ticket", seq)?, parse("fence", fence)?, previous))
+    }
+
+    async fn try_turn(&self, ticket: &Ticket) -> Result<Option<TurnGrant>> {
+        let (state, queue) = self.keys.turn(&ticket.key);
+        let reply: Vec<String> = self
+            .scripts
+            .try_turn
+            .key(state)
+            .key(queue)
+            .arg(&self.incarnation)
+            .arg(&self.replica_id)
+            .arg(Keys::alive_prefix(&self.keys.shard(&ticket.key)))
+            .arg(ticket.seq)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| unavailable("waiting for a turn", e))?;
+        match reply.as_slice() {
+            [status, fence, prev] if status == "granted" => {
+                Self::grant(&ticket.key, &ticket.seq.to_string(), fence, prev).map(Some)
+            }
+            [status] if status == "gone" => Err(Error::CoordinationUnavailable {
+                reason: format!(
+                    "ticket {} of {} is no longer queued (this replica was taken for dead)",
+                    ticket.seq, ticket.key
+                ),
+                source: None,
+            }),
+            _ => Ok(None),
+        }
+    }
+
+    async fn release(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+        let (state, queue) = self.keys.turn(&grant.key);
+        let keep = options.retain.map_or(IDLE_KEEP, |r| r.max(IDLE_KEEP));
+        let n: i64 = self
+            .scripts
+            .release
+            .key(state)
+            .key(queue)
+            .arg(&self.incarnation)
+            .arg(grant.seq)
+            .arg(if options.used { "1" } else { "0" })
+            .arg(ms(keep))
+            .arg(self.keys.wake_channel())
+            .arg(&grant.key)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| unavailable("releasing a turn", e))?;
+        Ok(n == 1)
+    }
+}
+
+#[async_trait]
+impl Coordinator for RedisCoordinator {
+    fn replica_id(&self) -> &str {
+        &self.replica_id
+    }
+
+    fn incarnation(&self) -> &str {
+        &self.incarnation
+    }
+
+    async fn take_ticket(&self, key: &str) -> Result<Ticket> {
+        let (state, queue) = self.keys.turn(key);
+        let reply: Vec<String> = self
+            .scripts
+            .take_ticket
+            .key(state)
+            .key(queue)
+            .arg(&self.incarnation)
+            .arg(&self.replica_id)
+            .arg(Keys::alive_prefix(&self.keys.shard(key)))
+            .arg(ms(self.lease))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| unavailable("taking a ticket", e))?;
+        match reply.as_slice() {
+            [seq] => {
+                let seq = seq.parse::<u64>().map_err(|e| Error::corrupt("ticket", e))?;
+                Ok(Ticket::new(key, seq, None))
+            }
+            [seq, fence, prev] => {
+                let grant = Self::grant(key, seq, fence, prev)?;
+                Ok(Ticket::new(key, grant.seq, Some(grant)))
+            }
+            _ => Err(Error::corrupt("take_ticket reply", format!("{reply:?}"))),
+        }
+    }
+
+    async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
+        if let Some(grant) = &ticket.grant {
+            return Ok(grant.clone());
+        }
+        let deadline = Instant::now() + timeout;
+        let waiter = self.waiters.register(&ticket.key);
+        let mut poll = Duration::from_millis(5);
+        let mut last_error = None;
+        loop {
+            // Armed before the attempt, so a release between the attempt and the wait is seen.
+            let woken = waiter.notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            match self.try_turn(ticket).await {
+                Ok(Some(grant)) => return Ok(grant),
+                Ok(None) => {}
+                Err(e @ Error::CoordinationUnavailable { source: None, .. }) => return Err(e),
+                Err(e) => last_error = Some(e),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                // Withdraw the ticket so it does not hold the chat up; best effort when
+                // Redis is down (its incarnation's expiry then skips it).
+                let _ = self.cancel_ticket(ticket).await;
+                return Err(Error::CoordinationUnavailable {
+                    reason: format!("no turn for {} within {timeout:?}", ticket.key),
+                    source: last_error.map(|e| Box::new(e) as BoxError),
+                });
+            }
+            tokio::select! {
+                () = &mut woken => poll = Duration::from_millis(5),
+                () = tokio::time::sleep(poll.min(deadline - now)) => poll = (poll * 2).min(self.max_poll),
+            }
+        }
+    }
+
+    async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
+        self.release(grant, &ReleaseOptions::used()).await
+    }
+
+    async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+        self.release(grant, options).await
+    }
+
+    async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
+        let (state, queue) = self.keys.turn(&ticket.key);
+        let _: i64 = self
+            .scripts
+            .cancel
+            .key(state)
+            .key(queue)
+            .arg(&self.incarnation)
+            .arg(ticket.seq)
+            .arg(ms(IDLE_KEEP))
+            .arg(self.keys.wake_channel())
+            .arg(&ticket.key)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| unavailable("cancelling a ticket", e))?;
+        Ok(())
+    }
+
+    async fn heartbeat(&self, lease: Duration) -> Result<()> {
+        let sets = self.keys.shards().into_iter().map(|tag| {
+            let mut conn = self.conn();
+            let key = format!("{}{}", Keys::alive_prefix(&tag), self.incarnation);
+            async move {
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(1)
+                    .arg("PX")
+                    .arg(ms(lease))
+                    .query_async::<()>(&mut conn)
+                    .await
+            }
+        });
+        for result in join_all(sets).await {
+            result.map_err(|e| unavailable("renewing the heartbeat", e))?;
+        }
+        Ok(())
+    }
+
+    async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
+        let fence: Option<String> = self
+            .scripts
+            .try_lead
+            .key(self.keys.lead(name))
+            .arg(&self.incarnation)
+            .arg(&self.replica_id)
+            .arg(Keys::alive_prefix(&self.keys.shard(name)))
+            .arg(ms(lease))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| unavailable("campaigning", e))?;
+        fence
+            .map(|f| {
+                let fence = f.parse::<u64>().map_err(|e| Error::corrupt("fence", e))?;
+                Ok(Leadership::new(name, fence))
+            })
+            .transpose()
+    }
+
+    async fn resign(&self, leadership: &Leadership) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .resign
+            .key(self.keys.lead(&leadership.name))
+            .arg(&self.incarnation)
+            .arg(leadership.fence)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| unavailable("resigning", e))?;
+        Ok(n == 1)
+    }
+}

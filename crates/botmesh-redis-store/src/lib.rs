@@ -1,0 +1,139 @@
+//! Redis for botmesh: [`RedisStore`], the state every replica of a bot shares, and
+//! [`RedisCoordinator`], the backend of their coordination.
+//!
+//! # Key design decisions
+//!
+//! - **Round trips are the budget.** Every read-then-write is one Lua script, atomic on the
+//!   server. An uncontended message costs two coordination round trips: its ticket (which
+//!   comes with the turn when the chat is free) and its release. A heartbeat is one command
+//!   per liveness key, whatever the number of chats a replica holds.
+//! - **Waiting is woken, not polled.** A release with tickets waiting publishes the chat key on
+//!   one channel per prefix; each coordinator holds one subscription and wakes its local
+//!   waiters. Polling (5 ms, doubling up to `max_poll`) is only the fallback for a missed
+//!   message or a holder that died without releasing.
+//! - **Numbers never repeat.** Ticket numbers, fences and checkpoint revisions start from the
+//!   server clock (in microseconds) when their key is created and grow by one, so a key that
+//!   expired restarts above every value it handed out: a stale holder can never match.
+//! - **No growth with history.** Idle chats' turn state expires (after a minute, or as long as
+//!   a conversation of the chat waits in some replica's memory); empty ticket queues do not
+//!   exist in Redis. What stays is a liveness key per live replica (per shard in a cluster)
+//!   and a hash per leadership name.
+//! - **Two layouts.** [`KeyLayout::Standalone`] for one server; [`KeyLayout::Cluster`] puts every
+//!   key one script touches under one hash tag, so no script crosses slots.
+//!
+//! # What Redis can and cannot promise
+//!
+//! Redis replication is asynchronous. A failover (Sentinel promoting a replica, a cluster
+//! master failing over) can lose the last writes: a turn, a leadership or a lock can then be
+//! granted twice for a while. The fences are what limit the damage: every grant carries a
+//! fence larger than any before it on the same server history, every send and checkpoint write
+//! checks the holder's turn first, and checkpoint writes are compare-and-set on the revision,
+//! so the older holder's later writes are refused. A lost write can still make the fence
+//! sequence restart from the promoted replica's state; the clock-based start of every counter
+//! keeps it above the values handed out before, as long as server clocks are not set back.
+//! A Redis restarted with no data is recovered from the same way: every counter starts again
+//! above the old values, replicas re-register on their next heartbeat, and conversations
+//! continue from the checkpoints that are left (none, if the store lived in the same Redis).
+//!
+//! # Security
+//!
+//! User and password come from the URL (`redis://user:pass@host:6379/0`); TLS is `rediss://`,
+//! with rustls and the webpki roots. Passwords never appear in this crate's log lines or errors.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use botmesh_redis_store::RedisStore;
+//!
+//! let store = RedisStore::new("redis://127.0.0.1:6379/", "shop").await?;
+//! let coordinator = store.coordinator(Duration::from_secs(15)).with_replica_id("pod-1");
+//! # let _ = coordinator; Ok(()) }
+//! ```
+//!
+//! # Feature flags
+//!
+//! None.
+
+mod conn;
+mod coordinator;
+mod keys;
+mod scripts;
+mod store;
+
+use std::time::Duration;
+
+pub use coordinator::RedisCoordinator;
+pub use keys::KeyLayout;
+pub use store::RedisStore;
+
+/// How to reach Redis.
+///
+/// Defaults: the standalone layout, 2 s to connect, 2 s for a reply, `max_poll` 100 ms.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RedisOptions {
+    pub(crate) urls: Vec<String>,
+    pub(crate) prefix: String,
+    pub(crate) layout: KeyLayout,
+    /// Whether `urls` are nodes of a Redis Cluster (the connection follows the slot map).
+    pub(crate) cluster: bool,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) max_poll: Duration,
+}
+
+impl RedisOptions {
+    /// One server at `url`, keys under `prefix`.
+    pub fn new(url: &str, prefix: &str) -> Self {
+        Self {
+            urls: vec![url.to_owned()],
+            prefix: prefix.to_owned(),
+            layout: KeyLayout::Standalone,
+            cluster: false,
+            connection_timeout: Duration::from_secs(2),
+            response_timeout: Duration::from_secs(2),
+            max_poll: Duration::from_millis(100),
+        }
+    }
+
+    /// A Redis Cluster reached through any of `urls`, in the cluster layout.
+    pub fn cluster<I, S>(urls: I, prefix: &str) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut options = Self::new("", prefix);
+        options.urls = urls.into_iter().map(Into::into).collect();
+        options.layout = KeyLayout::Cluster;
+        options.cluster = true;
+        options
+    }
+
+    /// The key layout. The cluster layout also works on one server, which eases a later move
+    /// to a cluster; a cluster always needs it.
+    pub fn layout(mut self, layout: KeyLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// How long to wait for a reply before a command fails (and the connection is rebuilt).
+    /// Keep it below a third of the coordination lease.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for a connection.
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// The longest pause between two polls of a waiting ticket when no wake-up arrives.
+    pub fn max_poll(mut self, max_poll: Duration) -> Self {
+        self.max_poll = max_poll;
+        self
+    }
+}

@@ -1,0 +1,291 @@
+//! The Lua scripts: every read-then-write on Redis is one of these, so it runs atomically on
+//! the server.
+//!
+//! Numbers that must never repeat for a key (ticket numbers, fences, checkpoint revisions)
+//! start from the server's clock in microseconds when the key is created, then grow by one.
+//! A key that expired or was deleted therefore restarts above every value it ever handed out.
+//! They travel as decimal strings: Lua numbers are doubles and print large integers in
+//! exponent form.
+
+/// Helpers shared by the scripts.
+const PRELUDE: &str = r#"
+local function s(n) return string.format('%.0f', n) end
+local function clock_us()
+  local t = redis.call('TIME')
+  return t[1] .. string.format('%06d', tonumber(t[2]))
+end
+local function counter(key, field)
+  if redis.call('HEXISTS', key, field) == 0 then redis.call('HSET', key, field, clock_us()) end
+  return redis.call('HINCRBY', key, field, 1)
+end
+local function alive(prefix, inc) return redis.call('EXISTS', prefix .. inc) == 1 end
+-- The holder field is "incarnation|seq|fence"; clears it when its incarnation is dead.
+local function live_holder(st, prefix)
+  local h = redis.call('HGET', st, 'h')
+  if not h then return nil end
+  local inc = string.match(h, '^([^|]*)|')
+  if alive(prefix, inc) then return h end
+  redis.call('HDEL', st, 'h')
+  return nil
+end
+-- The first ticket of a live incarnation; tickets of dead ones are dropped on the way.
+local function head(q, prefix)
+  while true do
+    local m = redis.call('ZRANGE', q, 0, 0)[1]
+    if not m then return nil end
+    if alive(prefix, string.match(m, '|(.*)$')) then return m end
+    redis.call('ZREM', q, m)
+  end
+end
+local function try_grant(st, q, prefix, member, seq, inc, replica)
+  if live_holder(st, prefix) then return nil end
+  if head(q, prefix) ~= member then return nil end
+  redis.call('ZREM', q, member)
+  local fence = s(counter(st, 'f'))
+  local prev = redis.call('HGET', st, 'l')
+  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence, 'l', replica)
+  if prev then redis.call('HSET', st, 'p', prev) else redis.call('HDEL', st, 'p') end
+  redis.call('PERSIST', st)
+  return {fence, prev or ''}
+end
+"#;
+
+/// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, lease ms.
+/// Returns `{seq}` or `{seq, fence, previous holder or ''}` when the turn came with it.
+pub(crate) const TAKE_TICKET: &str = r#"
+local st, q = KEYS[1], KEYS[2]
+local inc, replica, prefix, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+redis.call('SET', prefix .. inc, '1', 'PX', lease, 'NX')
+local seq = s(counter(st, 'n'))
+local member = seq .. '|' .. inc
+redis.call('ZADD', q, seq, member)
+redis.call('PERSIST', st)
+local g = try_grant(st, q, prefix, member, seq, inc, replica)
+if g then return {seq, g[1], g[2]} end
+return {seq}
+"#;
+
+/// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, seq.
+/// Returns `{'granted', fence, prev}`, `{'wait'}` or `{'gone'}`.
+pub(crate) const TRY_TURN: &str = r#"
+local st, q = KEYS[1], KEYS[2]
+local inc, replica, prefix, seq = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local mine = inc .. '|' .. seq .. '|'
+local h = redis.call('HGET', st, 'h')
+if h and string.sub(h, 1, #mine) == mine then
+  return {'granted', string.sub(h, #mine + 1), redis.call('HGET', st, 'p') or ''}
+end
+local member = seq .. '|' .. inc
+if not redis.call('ZSCORE', q, member) then return {'gone'} end
+local g = try_grant(st, q, prefix, member, seq, inc, replica)
+if g then return {'granted', g[1], g[2]} end
+return {'wait'}
+"#;
+
+/// KEYS: state, queue. ARGV: incarnation, seq, used (1/0), keep ms, wake channel, chat key.
+/// Returns 1 when the turn was ours.
+pub(crate) const RELEASE: &str = r#"
+local st, q = KEYS[1], KEYS[2]
+local inc, seq, used, keep, channel, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local mine = inc .. '|' .. seq .. '|'
+local h = redis.call('HGET', st, 'h')
+if not h or string.sub(h, 1, #mine) ~= mine then return 0 end
+redis.call('HDEL', st, 'h')
+if used == '0' then
+  local p = redis.call('HGET', st, 'p')
+  if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
+end
+if redis.call('ZCARD', q) > 0 then
+  redis.call('PUBLISH', channel, key)
+else
+  redis.call('PEXPIRE', st, keep)
+end
+return 1
+"#;
+
+/// KEYS: state, queue. ARGV: incarnation, seq, keep ms, wake channel, chat key.
+pub(crate) const CANCEL: &str = r#"
+local st, q = KEYS[1], KEYS[2]
+local inc, seq, keep, channel, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+redis.call('ZREM', q, seq .. '|' .. inc)
+local mine = inc .. '|' .. seq .. '|'
+local h = redis.call('HGET', st, 'h')
+if h and string.sub(h, 1, #mine) == mine then
+  redis.call('HDEL', st, 'h')
+  local p = redis.call('HGET', st, 'p')
+  if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
+end
+if redis.call('ZCARD', q) > 0 then
+  redis.call('PUBLISH', channel, key)
+elseif redis.call('HEXISTS', st, 'h') == 0 then
+  redis.call('PEXPIRE', st, keep)
+end
+return 1
+"#;
+
+/// KEYS: leadership. ARGV: incarnation, replica, alive prefix, lease ms.
+/// Returns the fence, or false when a live other incarnation leads.
+pub(crate) const TRY_LEAD: &str = r#"
+local lk = KEYS[1]
+local inc, replica, prefix, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+redis.call('SET', prefix .. inc, '1', 'PX', lease, 'NX')
+local cur = redis.call('HGET', lk, 'i')
+if cur == inc then return redis.call('HGET', lk, 'g') end
+if cur and alive(prefix, cur) then return false end
+local fence = s(counter(lk, 'f'))
+redis.call('HSET', lk, 'i', inc, 'r', replica, 'g', fence)
+return fence
+"#;
+
+/// KEYS: leadership. ARGV: incarnation, fence. Returns 1 when it resigned.
+pub(crate) const RESIGN: &str = r#"
+if redis.call('HGET', KEYS[1], 'i') == ARGV[1] and redis.call('HGET', KEYS[1], 'g') == ARGV[2] then
+  redis.call('HDEL', KEYS[1], 'i', 'r', 'g')
+  return 1
+end
+return 0
+"#;
+
+/// KEYS: chat. ARGV: provider, now ms, lang or ''.
+pub(crate) const UPSERT_CHAT: &str = r#"
+local k = KEYS[1]
+redis.call('HSETNX', k, 'first', ARGV[2])
+local last = tonumber(redis.call('HGET', k, 'last') or '0')
+if tonumber(ARGV[2]) > last then redis.call('HSET', k, 'last', ARGV[2]) end
+redis.call('HSET', k, 'provider', ARGV[1])
+if ARGV[3] ~= '' then redis.call('HSET', k, 'lang', ARGV[3]) end
+return 1
+"#;
+
+/// KEYS: checkpoint. ARGV: mode ('any' | 'absent' | 'rev'), expected, data, ttl ms or '',
+/// keep ms. Returns `{1, revision}` or `{0, current revision or ''}`.
+pub(crate) const SET_CHECKPOINT: &str = r#"
+local k = KEYS[1]
+local mode, expected, data, ttl, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local current = ''
+if redis.call('HEXISTS', k, 'd') == 1 then current = redis.call('HGET', k, 'r') end
+if mode == 'absent' and current ~= '' then return {0, current} end
+if mode == 'rev' and current ~= expected then return {0, current} end
+local rev = s(counter(k, 'r'))
+redis.call('HSET', k, 'd', data)
+if ttl ~= '' then redis.call('PEXPIRE', k, ttl) else redis.call('PERSIST', k) end
+return {1, rev}
+"#;
+
+/// KEYS: checkpoint. ARGV: expected revision or '' for any, keep ms. Returns 1 when deleted.
+pub(crate) const CLEAR_CHECKPOINT: &str = r#"
+local k = KEYS[1]
+if redis.call('HEXISTS', k, 'd') == 0 then return 0 end
+if ARGV[1] ~= '' and redis.call('HGET', k, 'r') ~= ARGV[1] then return 0 end
+redis.call('HDEL', k, 'd')
+redis.call('PEXPIRE', k, ARGV[2])
+return 1
+"#;
+
+/// KEYS: lock. ARGV: token, ttl ms. Returns the fence, or false when held.
+pub(crate) const ACQUIRE_LOCK: &str = r#"
+local k = KEYS[1]
+if redis.call('HEXISTS', k, 't') == 1 then return false end
+local fence = s(counter(k, 'f'))
+redis.call('HSET', k, 't', ARGV[1])
+redis.call('PEXPIRE', k, ARGV[2])
+return fence
+"#;
+
+/// KEYS: lock. ARGV: token, ttl ms. Returns 1 when renewed.
+pub(crate) const RENEW_LOCK: &str = r#"
+if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"#;
+
+/// KEYS: lock. ARGV: token, keep ms. Returns 1 when released.
+pub(crate) const RELEASE_LOCK: &str = r#"
+if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 't')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"#;
+
+/// KEYS: lease. ARGV: holder, ttl ms. Returns the fence, or false when another holds it.
+pub(crate) const ACQUIRE_LEASE: &str = r#"
+local k = KEYS[1]
+local holder = redis.call('HGET', k, 'h')
+if holder and holder ~= ARGV[1] then return false end
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', k, ARGV[2])
+  return redis.call('HGET', k, 'g')
+end
+local fence = s(counter(k, 'f'))
+redis.call('HSET', k, 'h', ARGV[1], 'g', fence)
+redis.call('PEXPIRE', k, ARGV[2])
+return fence
+"#;
+
+/// KEYS: lease. ARGV: holder, ttl ms. Returns 1 when renewed.
+pub(crate) const RENEW_LEASE: &str = r#"
+if redis.call('HGET', KEYS[1], 'h') ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"#;
+
+/// KEYS: lease. ARGV: holder, keep ms. Returns 1 when released.
+pub(crate) const RELEASE_LEASE: &str = r#"
+if redis.call('HGET', KEYS[1], 'h') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'h', 'g')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"#;
+
+/// KEYS: record, pending index, sequence. ARGV: id, key, payload, owner, state, retain ms.
+/// Returns 'new' or the existing record's state.
+pub(crate) const INBOX_APPEND: &str = r#"
+local rec, pending, seqkey = KEYS[1], KEYS[2], KEYS[3]
+local existing = redis.call('HGET', rec, 's')
+if existing then return existing end
+local seq = redis.call('INCR', seqkey)
+redis.call('HSET', rec, 'k', ARGV[2], 'p', ARGV[3], 'o', ARGV[4], 's', ARGV[5], 'n', ARGV[6])
+if ARGV[5] == 'pending' then
+  redis.call('ZADD', pending, seq, ARGV[1])
+else
+  redis.call('PEXPIRE', rec, ARGV[6])
+end
+return 'new'
+"#;
+
+/// KEYS: record, pending index. ARGV: id.
+pub(crate) const INBOX_ACK: &str = r#"
+local retain = redis.call('HGET', KEYS[1], 'n')
+if not retain then return 0 end
+redis.call('HSET', KEYS[1], 's', 'acked')
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], retain)
+return 1
+"#;
+
+/// KEYS: record. ARGV: from, to. Returns 1 when claimed.
+pub(crate) const INBOX_CLAIM: &str = r#"
+if redis.call('HGET', KEYS[1], 's') ~= 'pending' or redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'o', ARGV[2])
+return 1
+"#;
+
+/// KEYS: pending index. ARGV: limit, record key prefix.
+/// Returns a flat list of id, key, payload, owner for each pending record, oldest first.
+pub(crate) const INBOX_PENDING: &str = r#"
+local out = {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)) do
+  local f = redis.call('HMGET', ARGV[2] .. id, 'k', 'p', 'o')
+  if f[1] then
+    table.insert(out, id); table.insert(out, f[1]); table.insert(out, f[2]); table.insert(out, f[3])
+  end
+end
+return out
+"#;
+
+/// Prepends the shared helpers to a script body.
+pub(crate) fn with_prelude(body: &str) -> String {
+    format!("{PRELUDE}\n{body}")
+}

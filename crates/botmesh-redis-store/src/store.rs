@@ -1,0 +1,467 @@
+//! [`RedisStore`]: every `Store` method on Redis.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_traits::{
+    CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
+    InboxAppend, InboxRecord, InboxState, LeaseGrant, Result, Store, StoreCapabilities,
+    async_trait,
+};
+use redis::{AsyncCommands, Script};
+
+use crate::conn::{Conn, Connect, redact};
+use crate::coordinator::RedisCoordinator;
+use crate::keys::Keys;
+use crate::scripts::{self, with_prelude};
+use crate::{KeyLayout, RedisOptions};
+
+/// How long the bookkeeping of a cleared checkpoint, lock or lease (its revision or fence
+/// counter) is kept. Past it, the counter restarts from the server clock, above every value
+/// it handed out.
+const KEEP: Duration = Duration::from_secs(24 * 3600);
+
+pub(crate) struct StoreScripts {
+    upsert_chat: Script,
+    set_checkpoint: Script,
+    clear_checkpoint: Script,
+    acquire_lock: Script,
+    renew_lock: Script,
+    release_lock: Script,
+    acquire_lease: Script,
+    renew_lease: Script,
+    release_lease: Script,
+    inbox_append: Script,
+    inbox_ack: Script,
+    inbox_claim: Script,
+    inbox_pending: Script,
+}
+
+impl StoreScripts {
+    fn new() -> Self {
+        let s = |body: &str| Script::new(&with_prelude(body));
+        Self {
+            upsert_chat: s(scripts::UPSERT_CHAT),
+            set_checkpoint: s(scripts::SET_CHECKPOINT),
+            clear_checkpoint: s(scripts::CLEAR_CHECKPOINT),
+            acquire_lock: s(scripts::ACQUIRE_LOCK),
+            renew_lock: s(scripts::RENEW_LOCK),
+            release_lock: s(scripts::RELEASE_LOCK),
+            acquire_lease: s(scripts::ACQUIRE_LEASE),
+            renew_lease: s(scripts::RENEW_LEASE),
+            release_lease: s(scripts::RELEASE_LEASE),
+            inbox_append: s(scripts::INBOX_APPEND),
+            inbox_ack: s(scripts::INBOX_ACK),
+            inbox_claim: s(scripts::INBOX_CLAIM),
+            inbox_pending: s(scripts::INBOX_PENDING),
+        }
+    }
+}
+
+/// A [`Store`] on Redis, shared by every replica of a bot.
+///
+/// Every compare-and-set (checkpoints, locks, leases, the inbox) is one Lua script, so it is
+/// atomic on the server; no method reads and then writes from the client. The connection
+/// reconnects by itself after a drop.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), botmesh_traits::Error> {
+/// use std::time::Duration;
+/// use botmesh_redis_store::RedisStore;
+///
+/// let store = RedisStore::new("redis://127.0.0.1:6379/", "shop").await?;
+/// let coordinator = store.coordinator(Duration::from_secs(15));
+/// # let _ = coordinator; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(crate) conn: Conn,
+    pub(crate) client: redis::Client,
+    pub(crate) keys: Keys,
+    pub(crate) options: RedisOptions,
+    scripts: Arc<StoreScripts>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("urls", &self.options.urls.iter().map(|u| redact(u)).collect::<Vec<_>>())
+            .field("prefix", &self.options.prefix)
+            .field("layout", &self.options.layout)
+            .finish()
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+fn parse_u64(what: &str, s: &str) -> Result<u64> {
+    s.parse::<u64>().map_err(|e| Error::corrupt(format!("{what} {s:?}"), e))
+}
+
+impl RedisStore {
+    /// Connects to one Redis server. `url` may carry a user and password
+    /// (`redis://user:pass@host:6379/0`) and use TLS (`rediss://`, with rustls).
+    pub async fn new(url: &str, prefix: &str) -> Result<Self> {
+        Self::connect(RedisOptions::new(url, prefix)).await
+    }
+
+    /// Connects with full options (a cluster, timeouts).
+    pub async fn connect(options: RedisOptions) -> Result<Self> {
+        let connect = Connect {
+            urls: options.urls.clone(),
+            cluster: options.cluster,
+            response_timeout: options.response_timeout,
+            connection_timeout: options.connection_timeout,
+        };
+        let (conn, client) = connect.open().await?;
+        Ok(Self {
+            conn,
+            client,
+            keys: Keys::new(&options.prefix, options.layout),
+            options,
+            scripts: Arc::new(StoreScripts::new()),
+        })
+    }
+
+    /// A coordinator sharing this store's connection, prefix and layout, with a random replica
+    /// id (see [`RedisCoordinator::with_replica_id`]). `lease` is the lease a first call
+    /// registers this replica for before its first heartbeat.
+    pub fn coordinator(&self, lease: Duration) -> RedisCoordinator {
+        RedisCoordinator::from_parts(
+            self.conn.clone(),
+            self.client.clone(),
+            self.keys.clone(),
+            &self.options,
+            lease,
+        )
+    }
+
+    /// The key layout.
+    pub fn layout(&self) -> KeyLayout {
+        self.keys.layout()
+    }
+
+    fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn capabilities(&self) -> StoreCapabilities {
+        StoreCapabilities::full_shared()
+    }
+
+    async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
+        let key = self.keys.entity("chat", chat.id.as_str());
+        let () = self
+            .scripts
+            .upsert_chat
+            .key(key)
+            .arg(&chat.provider)
+            .arg(chat.last_seen_ms.max(chat.first_seen_ms))
+            .arg(chat.lang.as_deref().unwrap_or(""))
+            .invoke_async::<i64>(&mut self.conn())
+            .await
+            .map(drop)
+            .map_err(|e| Error::store("upsert_chat", e))?;
+        Ok(())
+    }
+
+    async fn get_chat(&self, id: &ChatId) -> Result<Option<ChatRecord>> {
+        let key = self.keys.entity("chat", id.as_str());
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(key)
+            .arg(&["provider", "first", "last", "lang"])
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("get_chat", e))?;
+        let [Some(provider), Some(first), Some(last), lang] =
+            <[Option<String>; 4]>::try_from(fields)
+                .map_err(|_| Error::corrupt("chat record", "wrong field count"))?
+        else {
+            return Ok(None);
+        };
+        let mut record = ChatRecord::new(id.clone(), provider, parse_u64("first_seen", &first)?);
+        record.last_seen_ms = parse_u64("last_seen", &last)?;
+        record.lang = lang;
+        Ok(Some(record))
+    }
+
+    async fn get_user_data(&self, key: &str) -> Result<Option<String>> {
+        self.conn()
+            .get(self.keys.entity("user", key))
+            .await
+            .map_err(|e| Error::store("get_user_data", e))
+    }
+
+    async fn set_user_data(&self, key: &str, data: &str) -> Result<()> {
+        self.conn()
+            .set::<_, _, ()>(self.keys.entity("user", key), data)
+            .await
+            .map_err(|e| Error::store("set_user_data", e))
+    }
+
+    async fn get_checkpoint(&self, key: &str) -> Result<Option<CheckpointRecord>> {
+        let (data, rev): (Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(self.keys.entity("cp", key))
+            .arg(&["d", "r"])
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("get_checkpoint", e))?;
+        match (data, rev) {
+            (Some(data), Some(rev)) => {
+                Ok(Some(CheckpointRecord::new(data, parse_u64("revision", &rev)?)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn set_checkpoint(&self, key: &str, write: &CheckpointWrite) -> Result<u64> {
+        match self.write_checkpoint("set_checkpoint", key, write, "any", None).await? {
+            CasOutcome::Written { revision } => Ok(revision),
+            _ => Err(Error::corrupt("set_checkpoint reply", "an unconditional write was refused")),
+        }
+    }
+
+    async fn clear_checkpoint(&self, key: &str) -> Result<()> {
+        self.clear("clear_checkpoint", key, None).await.map(drop)
+    }
+
+    async fn set_checkpoint_if(
+        &self,
+        key: &str,
+        write: &CheckpointWrite,
+        expected: Option<u64>,
+    ) -> Result<CasOutcome> {
+        let mode = if expected.is_some() { "rev" } else { "absent" };
+        self.write_checkpoint("set_checkpoint_if", key, write, mode, expected).await
+    }
+
+    async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool> {
+        self.clear("clear_checkpoint_if", key, Some(expected)).await
+    }
+
+    async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
+        let token = uuid::Uuid::new_v4().to_string();
+        let fence: Option<String> = self
+            .scripts
+            .acquire_lock
+            .key(self.keys.entity("lock", key))
+            .arg(&token)
+            .arg(ms(ttl))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("acquire_lock_fenced", e))?;
+        fence.map(|f| Ok(FencedLock::new(token, parse_u64("fence", &f)?))).transpose()
+    }
+
+    async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
+        self.flag(
+            &self.scripts.renew_lock,
+            "renew_lock",
+            self.keys.entity("lock", key),
+            token,
+            ms(ttl),
+        )
+        .await
+    }
+
+    async fn release_lock(&self, key: &str, token: &str) -> Result<bool> {
+        self.flag(
+            &self.scripts.release_lock,
+            "release_lock",
+            self.keys.entity("lock", key),
+            token,
+            ms(KEEP),
+        )
+        .await
+    }
+
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<LeaseGrant>> {
+        let fence: Option<String> = self
+            .scripts
+            .acquire_lease
+            .key(self.keys.entity("lease", name))
+            .arg(holder)
+            .arg(ms(ttl))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("acquire_lease", e))?;
+        fence.map(|f| Ok(LeaseGrant::new(parse_u64("fence", &f)?))).transpose()
+    }
+
+    async fn renew_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool> {
+        self.flag(
+            &self.scripts.renew_lease,
+            "renew_lease",
+            self.keys.entity("lease", name),
+            holder,
+            ms(ttl),
+        )
+        .await
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<bool> {
+        self.flag(
+            &self.scripts.release_lease,
+            "release_lease",
+            self.keys.entity("lease", name),
+            holder,
+            ms(KEEP),
+        )
+        .await
+    }
+
+    async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
+        let state = match record.state {
+            InboxState::Acked => "acked",
+            _ => "pending",
+        };
+        let reply: String = self
+            .scripts
+            .inbox_append
+            .key(self.keys.inbox(&format!("r:{}", record.id)))
+            .key(self.keys.inbox("pending"))
+            .key(self.keys.inbox("seq"))
+            .arg(&record.id)
+            .arg(&record.key)
+            .arg(&record.payload)
+            .arg(&record.owner)
+            .arg(state)
+            .arg(ms(retain))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("inbox_append", e))?;
+        Ok(match reply.as_str() {
+            "new" => InboxAppend::Appended,
+            "acked" => InboxAppend::Duplicate { state: InboxState::Acked },
+            _ => InboxAppend::Duplicate { state: InboxState::Pending },
+        })
+    }
+
+    async fn inbox_ack(&self, id: &str) -> Result<()> {
+        let _: i64 = self
+            .scripts
+            .inbox_ack
+            .key(self.keys.inbox(&format!("r:{id}")))
+            .key(self.keys.inbox("pending"))
+            .arg(id)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("inbox_ack", e))?;
+        Ok(())
+    }
+
+    async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let flat: Vec<String> = self
+            .scripts
+            .inbox_pending
+            .key(self.keys.inbox("pending"))
+            .arg(limit)
+            .arg(self.keys.inbox("r:"))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("inbox_pending", e))?;
+        Ok(flat
+            .chunks_exact(4)
+            .map(|c| InboxRecord::pending(c[0].clone(), c[1].clone(), c[2].clone(), c[3].clone()))
+            .collect())
+    }
+
+    async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .inbox_claim
+            .key(self.keys.inbox(&format!("r:{id}")))
+            .arg(from)
+            .arg(to)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("inbox_claim", e))?;
+        Ok(n == 1)
+    }
+
+    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
+        let set: Option<String> = redis::cmd("SET")
+            .arg(self.keys.entity("out", key))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(ms(ttl))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("outbox_claim", e))?;
+        Ok(set.is_some())
+    }
+}
+
+impl RedisStore {
+    async fn write_checkpoint(
+        &self,
+        op: &'static str,
+        key: &str,
+        write: &CheckpointWrite,
+        mode: &str,
+        expected: Option<u64>,
+    ) -> Result<CasOutcome> {
+        let (written, rev): (i64, String) = self
+            .scripts
+            .set_checkpoint
+            .key(self.keys.entity("cp", key))
+            .arg(mode)
+            .arg(expected.map(|e| e.to_string()).unwrap_or_default())
+            .arg(&write.data)
+            .arg(write.ttl.map(|t| ms(t).to_string()).unwrap_or_default())
+            .arg(ms(KEEP))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store(op, e))?;
+        let rev = if rev.is_empty() { None } else { Some(parse_u64("revision", &rev)?) };
+        Ok(match (written, rev) {
+            (1, Some(revision)) => CasOutcome::Written { revision },
+            (_, current) => CasOutcome::Conflict { current },
+        })
+    }
+
+    async fn clear(&self, op: &'static str, key: &str, expected: Option<u64>) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .clear_checkpoint
+            .key(self.keys.entity("cp", key))
+            .arg(expected.map(|e| e.to_string()).unwrap_or_default())
+            .arg(ms(KEEP))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store(op, e))?;
+        Ok(n == 1)
+    }
+
+    async fn flag(
+        &self,
+        script: &Script,
+        op: &'static str,
+        key: String,
+        who: &str,
+        ms: u64,
+    ) -> Result<bool> {
+        let n: i64 = script
+            .key(key)
+            .arg(who)
+            .arg(ms)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store(op, e))?;
+        Ok(n == 1)
+    }
+}

@@ -1,0 +1,55 @@
+//! The store and coordinator conformance suites against private, real Redis servers: one
+//! server in both key layouts, and a real three-master cluster in the cluster layout.
+#![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
+
+use std::sync::Arc;
+
+use botmesh_redis_store::{KeyLayout, RedisCoordinator, RedisOptions, RedisStore};
+use botmesh_testing::{
+    CoordinatorHarness, RedisCluster, RedisServer, coordinator_conformance, store_conformance,
+};
+use botmesh_traits::Coordinator;
+
+struct Harness(RedisOptions);
+
+impl CoordinatorHarness for Harness {
+    async fn replica(&self, id: &str) -> Arc<dyn Coordinator> {
+        Arc::new(RedisCoordinator::connect(self.0.clone()).await.unwrap().with_replica_id(id))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_passes_the_conformance_suite_on_one_server() {
+    let server = RedisServer::start().unwrap();
+    store_conformance(Arc::new(RedisStore::new(&server.url(), "t").await.unwrap())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_passes_the_conformance_suite_in_the_cluster_layout_on_one_server() {
+    let server = RedisServer::start().unwrap();
+    let options = RedisOptions::new(&server.url(), "t").layout(KeyLayout::Cluster);
+    store_conformance(Arc::new(RedisStore::connect(options).await.unwrap())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_passes_the_conformance_suite_on_one_server() {
+    let server = RedisServer::start().unwrap();
+    coordinator_conformance(&Harness(RedisOptions::new(&server.url(), "t"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_passes_the_conformance_suite_in_the_cluster_layout_on_one_server() {
+    let server = RedisServer::start().unwrap();
+    coordinator_conformance(&Harness(
+        RedisOptions::new(&server.url(), "t").layout(KeyLayout::Cluster),
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_and_coordinator_pass_the_conformance_suites_on_a_real_cluster() {
+    let cluster = RedisCluster::start().unwrap();
+    let options = RedisOptions::cluster(cluster.urls(), "t");
+    store_conformance(Arc::new(RedisStore::connect(options.clone()).await.unwrap())).await;
+    coordinator_conformance(&Harness(options)).await;
+}

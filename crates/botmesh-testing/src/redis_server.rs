@@ -1,0 +1,211 @@
+//! Private `redis-server` processes for tests that kill, pause or restart Redis.
+//!
+//! Each server runs on a free loopback port in a directory of its own, keeps nothing on disk,
+//! and is killed when its handle is dropped. Tests never touch the machine's shared Redis.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` owned by a test.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+/// Picks a loopback port that is free now, and whose cluster bus port (`port + 10000`) is too.
+fn free_port() -> io::Result<u16> {
+    for _ in 0..100 {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::other("no free port pair found"))
+}
+
+/// Answers `PING` over a raw connection; `Ok(true)` once the server replies `+PONG`.
+fn pings(port: u16) -> bool {
+    let Ok(mut s) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+    else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) -> io::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        if Instant::now() > deadline {
+            return Err(io::Error::other(format!("{what} did not become ready")));
+        }
+        #[allow(clippy::disallowed_methods, reason = "setup code outside any runtime's worker")]
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+impl RedisServer {
+    /// Starts a server on a free port.
+    pub fn start() -> io::Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra arguments (`["--requirepass", "s3cret"]`).
+    pub fn start_with(args: &[&str]) -> io::Result<Self> {
+        let port = free_port()?;
+        let dir = std::env::temp_dir()
+            .join(format!("botmesh-redis-{port}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir)?;
+        let mut server =
+            Self { port, dir, args: args.iter().map(|a| (*a).to_owned()).collect(), child: None };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(&self.dir)
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("starting redis-server (apt-get install redis-server): {e}"),
+                )
+            })?;
+        self.child = Some(child);
+        let port = self.port;
+        wait_until("redis-server", Duration::from_secs(10), || pings(port))
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts a new, empty one on the same port.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill();
+        self.spawn()
+    }
+
+    fn signal(&self, signal: &str) -> io::Result<()> {
+        let pid = self.child.as_ref().ok_or_else(|| io::Error::other("server not running"))?.id();
+        let status = Command::new("kill").args([signal, &pid.to_string()]).status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("kill {signal} failed")))
+        }
+    }
+
+    /// Freezes the process (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) -> io::Result<()> {
+        self.signal("-STOP")
+    }
+
+    /// Thaws a paused process (SIGCONT).
+    pub fn resume(&self) -> io::Result<()> {
+        self.signal("-CONT")
+    }
+
+    /// Runs `redis-cli` against this server and returns its output.
+    pub fn cli(&self, args: &[&str]) -> io::Result<String> {
+        let out =
+            Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output()?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_ref() {
+            // A paused server must be thawed to die promptly.
+            let _ = Command::new("kill").args(["-CONT", &child.id().to_string()]).status();
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster of three masters, each a private [`RedisServer`].
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts three masters and joins them into a cluster covering every slot.
+    pub fn start() -> io::Result<Self> {
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            nodes.push(RedisServer::start_with(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "5000",
+            ])?);
+        }
+        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        if !out.success() {
+            return Err(io::Error::other("redis-cli --cluster create failed"));
+        }
+        let cluster = Self { nodes };
+        wait_until("the cluster", Duration::from_secs(20), || {
+            cluster
+                .nodes
+                .iter()
+                .all(|n| n.cli(&["cluster", "info"]).is_ok_and(|i| i.contains("cluster_state:ok")))
+        })?;
+        Ok(cluster)
+    }
+
+    /// The nodes' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+}
