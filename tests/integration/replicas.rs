@@ -1,55 +1,142 @@
-//! Several bots on one `MemoryCoordinationHub`, coordinating as replicas sharing Redis would.
+//! Several bots coordinating as replicas: every scenario runs on the in-memory hub (under
+//! paused time) and on a private real Redis (in real time, so the bounds below are generous).
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::{CoordinationConfig, ProviderSession};
 use botmesh_core::{
-    Ask, Bot, BotError, Capabilities, EndReason, Error, ErrorKind, Event, Flow, HandoverOutcome,
-    LeaseLostReason, MemoryStore, Outbound, Step, Store, Trigger,
+    Ask, Bot, BotBuilder, BotError, Capabilities, CheckpointWrite, Coordinator, EndReason, Error,
+    ErrorKind, Event, Flow, HandoverOutcome, LeaseLostReason, MemoryStore, Outbound, Step, Store,
+    Trigger,
 };
-use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
+use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
+use botmesh_testing::{
+    FaultyCoordinator, MemoryCoordinationHub, MemoryCoordinator, RedisServer, TestProvider,
+};
 use tokio::time::Instant;
 
 use crate::support::Recorder;
 
-const LEASE: Duration = Duration::from_secs(3);
+const LEASE: Duration = Duration::from_secs(1);
+
+/// Where the replicas of a scenario coordinate and keep their state.
+pub(crate) trait Backend: Sync {
+    fn store(&self) -> Arc<dyn Store>;
+    fn coordinator(&self, id: &str) -> impl Future<Output = Arc<dyn Coordinator>> + Send;
+}
+
+pub(crate) struct Memory {
+    hub: MemoryCoordinationHub,
+    store: Arc<MemoryStore>,
+}
+
+impl Memory {
+    pub(crate) fn new() -> Self {
+        Self { hub: MemoryCoordinationHub::new(), store: Arc::new(MemoryStore::new()) }
+    }
+}
+
+impl Backend for Memory {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    async fn coordinator(&self, id: &str) -> Arc<dyn Coordinator> {
+        Arc::new(MemoryCoordinator::new(self.hub.clone(), id))
+    }
+}
+
+pub(crate) struct Redis {
+    server: RedisServer,
+    store: Arc<RedisStore>,
+}
+
+impl Redis {
+    pub(crate) async fn start() -> Self {
+        let server = RedisServer::start().unwrap();
+        let store = Arc::new(RedisStore::new(&server.url(), "replicas").await.unwrap());
+        Self { server, store }
+    }
+}
+
+impl Backend for Redis {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    async fn coordinator(&self, id: &str) -> Arc<dyn Coordinator> {
+        let options = RedisOptions::new(&self.server.url(), "replicas");
+        Arc::new(RedisCoordinator::connect(options).await.unwrap().with_replica_id(id))
+    }
+}
+
+/// Each scenario, once on the hub and once on Redis.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(start_paused = true)]
+            async fn on_the_memory_hub() {
+                super::$name(&super::Memory::new()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_redis() {
+                super::$name(&super::Redis::start().await).await;
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    two_messages_of_one_chat_on_two_replicas_50ms_apart_run_in_order_and_never_overlap,
+    different_chats_run_in_parallel_on_both_replicas,
+    a_replica_crashing_with_the_turn_is_passed_over_after_the_lease,
+    a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_proceeds,
+    a_message_that_cannot_get_its_turn_fails_with_coordination_unavailable,
+    a_persistent_flow_continues_on_the_other_replica_at_the_parked_step,
+    a_refused_checkpoint_write_ends_the_conversation_as_superseded,
+    a_stale_timer_is_dropped_without_messaging_the_user_or_clearing_the_new_owner_s_checkpoint,
+    a_step_running_past_settle_is_cut_short_keeping_its_checkpoint,
+    a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes,
+    a_leader_whose_transport_stays_down_steps_down_for_a_standby,
+    shared_sessions_run_on_every_replica,
+);
 
 struct Replica {
     bot: Bot,
     provider: TestProvider,
-    coordinator: Arc<MemoryCoordinator>,
+    coordinator: Arc<FaultyCoordinator>,
     rec: Recorder,
 }
 
-fn replica(
-    hub: &MemoryCoordinationHub,
-    store: &Arc<MemoryStore>,
+async fn replica(
+    backend: &impl Backend,
     id: &str,
     provider: TestProvider,
     config: impl FnOnce(CoordinationConfig) -> CoordinationConfig,
-    bot: impl FnOnce(botmesh_core::BotBuilder) -> botmesh_core::BotBuilder,
+    bot: impl FnOnce(BotBuilder) -> BotBuilder,
 ) -> Replica {
-    let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), id));
+    let coordinator = Arc::new(FaultyCoordinator::new(backend.coordinator(id).await));
     let coordination =
         config(CoordinationConfig::from_arc(coordinator.clone()).lease(LEASE)).build();
     let rec = Recorder::default();
-    let builder = Bot::builder()
-        .provider(provider.clone())
-        .store(store.clone() as Arc<dyn Store>)
-        .coordination(coordination);
+    let builder =
+        Bot::builder().provider(provider.clone()).store(backend.store()).coordination(coordination);
     let bot = bot(rec.attach(builder)).build().unwrap();
+    bot.start().await.unwrap();
     Replica { bot, provider, coordinator, rec }
 }
 
 type Log = Arc<Mutex<Vec<(String, String, Instant, Instant)>>>;
 
-/// A handler that takes `work` and records (replica, body, start, end).
+/// A handler that works for `work`, replies, and records (replica, body, start, end).
 fn slow_echo(
     name: &'static str,
     log: &Log,
     work: Duration,
-) -> impl FnOnce(botmesh_core::BotBuilder) -> botmesh_core::BotBuilder {
+) -> impl FnOnce(BotBuilder) -> BotBuilder {
     let log = Arc::clone(log);
     move |b| {
         b.on_message(move |ctx| {
@@ -70,23 +157,13 @@ fn slow_echo(
     }
 }
 
-async fn started(r: Replica) -> Replica {
-    r.bot.start().await.unwrap();
-    r
-}
-
-#[tokio::test(start_paused = true)]
-async fn two_messages_of_one_chat_on_two_replicas_50ms_apart_run_in_order_and_never_overlap() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
+async fn two_messages_of_one_chat_on_two_replicas_50ms_apart_run_in_order_and_never_overlap(
+    backend: &impl Backend,
+) {
     let log: Log = Arc::default();
     let work = Duration::from_millis(200);
-    let a =
-        started(replica(&hub, &store, "a", TestProvider::new(), |c| c, slow_echo("a", &log, work)))
-            .await;
-    let b =
-        started(replica(&hub, &store, "b", TestProvider::new(), |c| c, slow_echo("b", &log, work)))
-            .await;
+    let a = replica(backend, "a", TestProvider::new(), |c| c, slow_echo("a", &log, work)).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, slow_echo("b", &log, work)).await;
     for round in 0..5 {
         a.provider.say("c", &format!("{round}-1"));
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -106,18 +183,11 @@ async fn two_messages_of_one_chat_on_two_replicas_50ms_apart_run_in_order_and_ne
     assert!(log.iter().any(|e| e.0 == "a") && log.iter().any(|e| e.0 == "b"));
 }
 
-#[tokio::test(start_paused = true)]
-async fn different_chats_run_in_parallel_on_both_replicas() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
+async fn different_chats_run_in_parallel_on_both_replicas(backend: &impl Backend) {
     let log: Log = Arc::default();
     let work = Duration::from_secs(1);
-    let a =
-        started(replica(&hub, &store, "a", TestProvider::new(), |c| c, slow_echo("a", &log, work)))
-            .await;
-    let b =
-        started(replica(&hub, &store, "b", TestProvider::new(), |c| c, slow_echo("b", &log, work)))
-            .await;
+    let a = replica(backend, "a", TestProvider::new(), |c| c, slow_echo("a", &log, work)).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, slow_echo("b", &log, work)).await;
     let t0 = Instant::now();
     for i in 0..10 {
         a.provider.say(&format!("a{i}"), "x");
@@ -126,42 +196,36 @@ async fn different_chats_run_in_parallel_on_both_replicas() {
     a.provider.settled(&a.bot).await;
     b.provider.settled(&b.bot).await;
     assert_eq!(log.lock().unwrap().len(), 20);
-    assert!(t0.elapsed() < Duration::from_secs(2), "20 one-second handlers ran side by side");
+    // One after the other they would take 20 s.
+    assert!(t0.elapsed() < Duration::from_secs(5), "twenty one-second handlers ran side by side");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_replica_crashing_with_the_turn_is_passed_over_after_the_lease() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
+async fn a_replica_crashing_with_the_turn_is_passed_over_after_the_lease(backend: &impl Backend) {
     let log: Log = Arc::default();
-    let a = started(replica(
-        &hub,
-        &store,
+    let a = replica(
+        backend,
         "a",
         TestProvider::new(),
         |c| c,
         slow_echo("a", &log, Duration::from_secs(3600)),
-    ))
+    )
     .await;
-    let b = started(replica(
-        &hub,
-        &store,
-        "b",
-        TestProvider::new(),
-        |c| c,
-        slow_echo("b", &log, Duration::ZERO),
-    ))
-    .await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, slow_echo("b", &log, Duration::ZERO))
+        .await;
     a.provider.say("c", "held by a");
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
     a.provider.say("c", "queued on a");
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let t0 = Instant::now();
     a.coordinator.crash();
     b.provider.say("c", "on b");
     b.provider.wait_sent(1).await;
     let waited = t0.elapsed();
-    assert!(waited >= LEASE - Duration::from_millis(100), "b waited for a's lease: {waited:?}");
+    // a's last heartbeat was at most lease / 3 before the crash.
+    assert!(
+        waited >= LEASE * 2 / 3 - Duration::from_millis(50),
+        "b waited for a's lease: {waited:?}"
+    );
     assert!(
         waited <= LEASE + LEASE / 3 + Duration::from_millis(500),
         "and not much longer: {waited:?}"
@@ -173,31 +237,16 @@ async fn a_replica_crashing_with_the_turn_is_passed_over_after_the_lease() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_proceeds() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
+async fn a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_proceeds(
+    backend: &impl Backend,
+) {
     let log: Log = Arc::default();
-    let a = started(replica(
-        &hub,
-        &store,
-        "a",
-        TestProvider::new(),
-        |c| c,
-        slow_echo("a", &log, Duration::from_secs(10)),
-    ))
-    .await;
-    let b = started(replica(
-        &hub,
-        &store,
-        "b",
-        TestProvider::new(),
-        |c| c,
-        slow_echo("b", &log, Duration::ZERO),
-    ))
-    .await;
+    let a =
+        replica(backend, "a", TestProvider::new(), |c| c, slow_echo("a", &log, LEASE * 3)).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, slow_echo("b", &log, Duration::ZERO))
+        .await;
     a.provider.say("c", "slow");
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
     a.coordinator.set_stalled(true);
     b.provider.say("c", "next");
     b.provider.wait_sent(1).await;
@@ -221,41 +270,37 @@ async fn a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_procee
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_message_that_cannot_get_its_turn_fails_with_coordination_unavailable() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
+async fn a_message_that_cannot_get_its_turn_fails_with_coordination_unavailable(
+    backend: &impl Backend,
+) {
     let log: Log = Arc::default();
     let short_wait = |c: CoordinationConfig| {
-        c.turn_wait(Duration::from_secs(5)).settle(Duration::from_secs(7200))
+        c.turn_wait(Duration::from_secs(2)).settle(Duration::from_secs(7200))
     };
-    let a = started(replica(
-        &hub,
-        &store,
+    let a = replica(
+        backend,
         "a",
         TestProvider::new(),
         short_wait,
         slow_echo("a", &log, Duration::from_secs(3600)),
-    ))
+    )
     .await;
-    let b = started(replica(
-        &hub,
-        &store,
+    let b = replica(
+        backend,
         "b",
         TestProvider::new(),
         short_wait,
         slow_echo("b", &log, Duration::ZERO),
-    ))
+    )
     .await;
     a.provider.say("c", "hog");
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
     b.provider.say("c", "starved");
     b.provider.settled(&b.bot).await;
     let errors = b.rec.errors();
-    assert_eq!(errors.len(), 1);
+    assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].as_contract().map(Error::kind), Some(ErrorKind::CoordinationUnavailable));
     assert!(b.provider.sent().is_empty());
-    // The starved ticket was withdrawn: once the hog is done, the chat flows again.
     drop(a);
 }
 
@@ -274,28 +319,11 @@ fn order_flow(timeout: Option<Duration>) -> Flow {
         })
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_persistent_flow_continues_on_the_other_replica_at_the_parked_step() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
-    let a = started(replica(
-        &hub,
-        &store,
-        "a",
-        TestProvider::new(),
-        |c| c,
-        |b| b.flow(order_flow(None)),
-    ))
-    .await;
-    let b = started(replica(
-        &hub,
-        &store,
-        "b",
-        TestProvider::new(),
-        |c| c,
-        |b| b.flow(order_flow(None)),
-    ))
-    .await;
+async fn a_persistent_flow_continues_on_the_other_replica_at_the_parked_step(
+    backend: &impl Backend,
+) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| b.flow(order_flow(None))).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, |b| b.flow(order_flow(None))).await;
     a.provider.say("c", "order");
     a.provider.settled(&a.bot).await;
     b.provider.say("c", "M");
@@ -317,30 +345,17 @@ async fn a_persistent_flow_continues_on_the_other_replica_at_the_parked_step() {
             .any(|e| matches!(e, Event::Handover { outcome: HandoverOutcome::Dropped, .. })),
         "a dropped its stale copy"
     );
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_refused_checkpoint_write_ends_the_conversation_as_superseded() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
-    let a = started(replica(
-        &hub,
-        &store,
-        "a",
-        TestProvider::new(),
-        |c| c,
-        |b| b.flow(order_flow(None)),
-    ))
-    .await;
+async fn a_refused_checkpoint_write_ends_the_conversation_as_superseded(backend: &impl Backend) {
+    let store = backend.store();
+    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| b.flow(order_flow(None))).await;
     a.provider.say("c", "order");
     a.provider.settled(&a.bot).await;
     // Another holder wrote after a's last write (a replica that took the chat while a froze).
     let newer = store.get_checkpoint("c").await.unwrap().unwrap();
-    let rev = store
-        .set_checkpoint("c", &botmesh_core::CheckpointWrite::new(newer.data.clone()))
-        .await
-        .unwrap();
+    let rev = store.set_checkpoint("c", &CheckpointWrite::new(newer.data.clone())).await.unwrap();
     a.provider.say("c", "L");
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["Size?"], "the superseded flow stops before asking on");
@@ -363,41 +378,25 @@ async fn a_refused_checkpoint_write_ends_the_conversation_as_superseded() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stale_timer_is_dropped_without_messaging_the_user_or_clearing_the_new_owner_s_checkpoint()
- {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
-    let timeout = Some(Duration::from_secs(60));
-    let a = started(replica(
-        &hub,
-        &store,
-        "a",
-        TestProvider::new(),
-        |c| c,
-        |b| b.flow(order_flow(timeout)),
-    ))
-    .await;
-    let b = started(replica(
-        &hub,
-        &store,
-        "b",
-        TestProvider::new(),
-        |c| c,
-        |b| b.flow(order_flow(timeout)),
-    ))
-    .await;
+async fn a_stale_timer_is_dropped_without_messaging_the_user_or_clearing_the_new_owner_s_checkpoint(
+    backend: &impl Backend,
+) {
+    let store = backend.store();
+    let timeout = Some(Duration::from_secs(4));
+    let a =
+        replica(backend, "a", TestProvider::new(), |c| c, |b| b.flow(order_flow(timeout))).await;
+    let b =
+        replica(backend, "b", TestProvider::new(), |c| c, |b| b.flow(order_flow(timeout))).await;
     a.provider.say("c", "order");
     a.provider.settled(&a.bot).await;
-    tokio::time::sleep(Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     b.provider.say("c", "S");
     b.provider.settled(&b.bot).await;
-    // a's timer comes due at 60 s, b's at 90 s.
-    tokio::time::sleep(Duration::from_secs(40)).await;
+    // a's timer comes due at 4 s, b's at 6 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["Size?"], "a's stale timer sent nothing");
     assert!(store.get_checkpoint("c").await.unwrap().is_some(), "b's checkpoint is intact");
-    tokio::time::sleep(Duration::from_secs(30)).await;
     b.provider.wait_sent(2).await;
     assert_eq!(
         b.provider.texts_to("c"),
@@ -405,10 +404,7 @@ async fn a_stale_timer_is_dropped_without_messaging_the_user_or_clearing_the_new
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_step_running_past_settle_is_cut_short_keeping_its_checkpoint() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
+async fn a_step_running_past_settle_is_cut_short_keeping_its_checkpoint(backend: &impl Backend) {
     let flow = || {
         Flow::new("slow").trigger(Trigger::keyword("go")).persistent().do_step(
             "work",
@@ -420,40 +416,35 @@ async fn a_step_running_past_settle_is_cut_short_keeping_its_checkpoint() {
             },
         )
     };
-    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(5));
-    let a =
-        started(replica(&hub, &store, "a", TestProvider::new(), settle, |b| b.flow(flow()))).await;
-    let b =
-        started(replica(&hub, &store, "b", TestProvider::new(), settle, |b| b.flow(flow()))).await;
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let a = replica(backend, "a", TestProvider::new(), settle, |b| b.flow(flow())).await;
+    let b = replica(backend, "b", TestProvider::new(), settle, |b| b.flow(flow())).await;
     a.provider.say("c", "go");
     a.provider.settled(&a.bot).await;
     let t0 = Instant::now();
     a.provider.say("c", "yes");
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
     b.provider.say("c", "hello");
     b.provider.settled(&b.bot).await;
-    assert!(t0.elapsed() >= Duration::from_secs(5), "b waited for the settle bound");
+    assert!(t0.elapsed() >= Duration::from_secs(1), "b waited for the settle bound");
     assert!(
         a.rec
             .events()
             .iter()
             .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Suspended, .. }))
     );
-    // The cut step's checkpoint said "parked on its first question": b takes its message as
-    // that answer and the step runs again from its start.
-    assert!(store.get_checkpoint("c").await.unwrap().is_some());
+    assert!(backend.store().get_checkpoint("c").await.unwrap().is_some());
     assert!(a.provider.texts_to("c").iter().all(|t| !t.starts_with("finished")));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
+async fn a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes(
+    backend: &impl Backend,
+) {
     let exclusive = || TestProvider::with("wa", Capabilities::exclusive());
-    let a = started(replica(&hub, &store, "a", exclusive(), |c| c, |b| b)).await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    let b = started(replica(&hub, &store, "b", exclusive(), |c| c, |b| b)).await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    let a = replica(backend, "a", exclusive(), |c| c, |b| b).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = replica(backend, "b", exclusive(), |c| c, |b| b).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
         (a.provider.starts(), b.provider.starts()),
         (1, 0),
@@ -471,10 +462,10 @@ async fn a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes() {
 
     let t0 = Instant::now();
     a.coordinator.crash();
-    tokio::time::timeout(LEASE * 2, b.bot.ready()).await.expect("b takes over");
+    tokio::time::timeout(LEASE * 3, b.bot.ready()).await.expect("b takes over");
     let took = t0.elapsed();
     assert!(
-        took <= LEASE + LEASE / 3 + Duration::from_millis(100),
+        took <= LEASE + LEASE / 3 + Duration::from_millis(300),
         "within lease + lease/3: {took:?}"
     );
     assert_eq!(b.provider.starts(), 1);
@@ -487,22 +478,19 @@ async fn a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes() {
     b.bot.send(&Outbound::text("c", "hi")).await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_leader_whose_transport_stays_down_steps_down_for_a_standby() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
+async fn a_leader_whose_transport_stays_down_steps_down_for_a_standby(backend: &impl Backend) {
     let exclusive = || TestProvider::with("wa", Capabilities::exclusive());
     let down = |c: CoordinationConfig| {
-        c.provider_down(Duration::from_secs(10)).step_down_pause(Duration::from_secs(5))
+        c.provider_down(Duration::from_secs(2)).step_down_pause(Duration::from_secs(1))
     };
-    let a = started(replica(&hub, &store, "a", exclusive(), down, |b| b)).await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    let b = started(replica(&hub, &store, "b", exclusive(), down, |b| b)).await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    let a = replica(backend, "a", exclusive(), down, |b| b).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = replica(backend, "b", exclusive(), down, |b| b).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let t0 = Instant::now();
     a.provider.close();
-    tokio::time::timeout(Duration::from_secs(30), b.bot.ready()).await.expect("b takes over");
-    assert!(t0.elapsed() >= Duration::from_secs(10), "not before provider_down");
+    tokio::time::timeout(Duration::from_secs(10), b.bot.ready()).await.expect("b takes over");
+    assert!(t0.elapsed() >= Duration::from_secs(2), "not before provider_down");
     assert!(
         a.rec
             .events()
@@ -511,34 +499,29 @@ async fn a_leader_whose_transport_stays_down_steps_down_for_a_standby() {
     );
     assert!(!a.bot.is_transport_running());
     // a campaigns again after its pause, and stands by.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(b.bot.is_transport_running() && !a.bot.is_transport_running());
 }
 
-#[tokio::test(start_paused = true)]
-async fn shared_sessions_run_on_every_replica() {
-    let hub = MemoryCoordinationHub::new();
-    let store = Arc::new(MemoryStore::new());
-    let a = started(replica(&hub, &store, "a", TestProvider::new(), |c| c, |b| b)).await;
-    let b = started(replica(
-        &hub,
-        &store,
+async fn shared_sessions_run_on_every_replica(backend: &impl Backend) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| b).await;
+    let b = replica(
+        backend,
         "b",
         TestProvider::new(),
         |c| c.provider_session(ProviderSession::Auto),
         |b| b,
-    ))
+    )
     .await;
     assert_eq!((a.provider.starts(), b.provider.starts()), (1, 1));
-    let forced = started(replica(
-        &hub,
-        &store,
+    let forced = replica(
+        backend,
         "c",
         TestProvider::new(),
         |c| c.provider_session(ProviderSession::Leader),
         |b| b,
-    ))
+    )
     .await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(forced.provider.starts(), 1, "the only campaigner for its provider id wins");
 }

@@ -11,6 +11,7 @@
 //! - [`coordinator_conformance`]: the same for every
 //!   [`Coordinator`](botmesh_traits::Coordinator), driven through a [`CoordinatorHarness`] that
 //!   starts replicas on one shared backend.
+//! - [`FaultyCoordinator`]: wraps any coordinator so a test can crash or stall its replica.
 //! - [`RedisServer`] and [`RedisCluster`]: private `redis-server` processes on free loopback
 //!   ports, with kill, restart and pause controls, so that fault tests never touch the
 //!   machine's shared Redis.
@@ -40,12 +41,14 @@
 
 mod conformance;
 mod coordinator_conformance;
+mod faulty;
 mod memory_coordinator;
 mod redis_server;
 mod test_provider;
 
 pub use conformance::store_conformance;
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
+pub use faulty::FaultyCoordinator;
 pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
 pub use redis_server::{RedisCluster, RedisServer};
 pub use test_provider::TestProvider;

@@ -1,0 +1,114 @@
+//! A coordinator wrapper that fails on command, for fault tests on any backend.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use botmesh_traits::{
+    Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant, async_trait,
+};
+
+/// Wraps any [`Coordinator`] so a test can make its replica crash or stall, on any backend.
+///
+/// - [`crash`](Self::crash): the replica dies as a process would. Every later call fails with
+///   `CoordinationUnavailable`; nothing is released, no heartbeat is sent, so the backend takes
+///   its turns and leaderships back after the lease and skips its queued tickets.
+/// - [`set_stalled`](Self::set_stalled): heartbeats fail while the rest still works, as when a
+///   replica's renewals cannot get through.
+#[derive(Debug)]
+pub struct FaultyCoordinator<C: ?Sized = dyn Coordinator> {
+    crashed: AtomicBool,
+    stalled: AtomicBool,
+    inner: Arc<C>,
+}
+
+impl<C: Coordinator + ?Sized> FaultyCoordinator<C> {
+    /// Wraps `inner`, healthy.
+    pub fn new(inner: Arc<C>) -> Self {
+        Self { crashed: AtomicBool::new(false), stalled: AtomicBool::new(false), inner }
+    }
+
+    /// Kills the replica for good.
+    pub fn crash(&self) {
+        self.crashed.store(true, Ordering::SeqCst);
+    }
+
+    /// Blocks (or unblocks) heartbeats.
+    pub fn set_stalled(&self, stalled: bool) {
+        self.stalled.store(stalled, Ordering::SeqCst);
+    }
+
+    fn alive(&self) -> Result<()> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(Error::CoordinationUnavailable {
+                reason: "the replica crashed".to_owned(),
+                source: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
+    fn replica_id(&self) -> &str {
+        self.inner.replica_id()
+    }
+
+    fn incarnation(&self) -> &str {
+        self.inner.incarnation()
+    }
+
+    async fn take_ticket(&self, key: &str) -> Result<Ticket> {
+        self.alive()?;
+        let ticket = self.inner.take_ticket(key).await?;
+        self.alive()?;
+        Ok(ticket)
+    }
+
+    async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
+        self.alive()?;
+        let grant = self.inner.wait_turn(ticket, timeout).await?;
+        // A dead process does not act on an answer that arrives after its death.
+        self.alive()?;
+        Ok(grant)
+    }
+
+    async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
+        self.alive()?;
+        self.inner.release_turn(grant).await
+    }
+
+    async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+        self.alive()?;
+        self.inner.release_turn_with(grant, options).await
+    }
+
+    async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
+        self.alive()?;
+        self.inner.cancel_ticket(ticket).await
+    }
+
+    async fn heartbeat(&self, lease: Duration) -> Result<()> {
+        self.alive()?;
+        if self.stalled.load(Ordering::SeqCst) {
+            return Err(Error::CoordinationUnavailable {
+                reason: "heartbeats are blocked".to_owned(),
+                source: None,
+            });
+        }
+        self.inner.heartbeat(lease).await
+    }
+
+    async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
+        self.alive()?;
+        let lead = self.inner.try_lead(name, lease).await?;
+        self.alive()?;
+        Ok(lead)
+    }
+
+    async fn resign(&self, leadership: &Leadership) -> Result<bool> {
+        self.alive()?;
+        self.inner.resign(leadership).await
+    }
+}
