@@ -9,6 +9,7 @@ mod conversations;
 mod dispatch;
 mod flows;
 mod persistence;
+mod redis_faults;
 mod replicas;
 mod robustness;
 mod shop;

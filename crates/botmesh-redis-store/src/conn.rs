@@ -114,6 +114,20 @@ impl Connect {
     }
 }
 
+impl Connect {
+    /// A connection manager of its own on an existing client.
+    pub(crate) async fn open_single(&self, client: redis::Client) -> Result<Conn, Error> {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_max_delay(Duration::from_secs(2));
+        ConnectionManager::new_with_config(client, config)
+            .await
+            .map(Conn::Single)
+            .map_err(|e| unreachable_err("the configured Redis", e))
+    }
+}
+
 fn unreachable_err(url: &str, e: redis::RedisError) -> Error {
     Error::CoordinationUnavailable {
         reason: format!("cannot connect to Redis at {}", redact(url)),

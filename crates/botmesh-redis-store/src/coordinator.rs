@@ -20,10 +20,6 @@ use crate::conn::{Conn, Connect};
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
 
-/// How long an idle chat's turn state (its last holder, its counters) is kept when no
-/// conversation of the chat waits in any replica's memory.
-const IDLE_KEEP: Duration = Duration::from_secs(60);
-
 fn unavailable(reason: &str, e: impl Into<BoxError>) -> Error {
     Error::CoordinationUnavailable { reason: reason.to_owned(), source: Some(e.into()) }
 }
@@ -41,6 +37,7 @@ struct CoordScripts {
     try_turn: Script,
     release: Script,
     cancel: Script,
+    abandon: Script,
     try_lead: Script,
     resign: Script,
 }
@@ -127,9 +124,19 @@ pub struct RedisCoordinator {
     incarnation: String,
     lease: Duration,
     max_poll: Duration,
+    idle_keep: Duration,
     scripts: Arc<CoordScripts>,
     waiters: Arc<Waiters>,
     subscriber: JoinHandle<()>,
+    /// Tickets whose `take_ticket` reply was lost (chat key, tid): they may exist in Redis with
+    /// nobody to wait for them, so they are withdrawn, retried at every heartbeat until Redis
+    /// answers.
+    orphans: Mutex<Vec<(String, String)>>,
+    /// A connection of its own for heartbeats, so renewals never queue behind message traffic.
+    heartbeat_conn: tokio::sync::OnceCell<Conn>,
+    client: redis::Client,
+    cluster_urls: Option<Vec<String>>,
+    timeouts: (Duration, Duration),
 }
 
 impl std::fmt::Debug for RedisCoordinator {
@@ -174,6 +181,7 @@ impl RedisCoordinator {
         lease: Duration,
     ) -> Self {
         let s = |body: &str| Script::new(&with_prelude(body));
+        let client_for_heartbeat = client.clone();
         let waiters = Arc::new(Waiters::default());
         let subscriber =
             tokio::spawn(subscriber(client, keys.wake_channel(), Arc::clone(&waiters)));
@@ -184,16 +192,66 @@ impl RedisCoordinator {
             incarnation: uuid::Uuid::new_v4().simple().to_string(),
             lease,
             max_poll: options.max_poll,
+            idle_keep: options.idle_keep,
             scripts: Arc::new(CoordScripts {
                 take_ticket: s(scripts::TAKE_TICKET),
                 try_turn: s(scripts::TRY_TURN),
                 release: s(scripts::RELEASE),
                 cancel: s(scripts::CANCEL),
+                abandon: s(scripts::ABANDON),
                 try_lead: s(scripts::TRY_LEAD),
                 resign: s(scripts::RESIGN),
             }),
             waiters,
             subscriber,
+            orphans: Mutex::default(),
+            heartbeat_conn: tokio::sync::OnceCell::new(),
+            client: client_for_heartbeat,
+            cluster_urls: options.cluster.then(|| options.urls.clone()),
+            timeouts: (options.connection_timeout, options.response_timeout),
+        }
+    }
+
+    /// The heartbeat connection, opened on first use.
+    async fn heartbeat_conn(&self) -> Result<Conn> {
+        self.heartbeat_conn
+            .get_or_try_init(|| async {
+                let connect = Connect {
+                    urls: self.cluster_urls.clone().unwrap_or_default(),
+                    cluster: self.cluster_urls.is_some(),
+                    connection_timeout: self.timeouts.0,
+                    response_timeout: self.timeouts.1,
+                };
+                if connect.cluster {
+                    connect.open().await.map(|(conn, _)| conn)
+                } else {
+                    connect.open_single(self.client.clone()).await
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    /// Withdraws tickets whose reply was lost; keeps those Redis did not answer for.
+    async fn abandon_orphans(&self) {
+        let orphans = std::mem::take(&mut *lock(&self.orphans));
+        for (key, tid) in orphans {
+            let (state, queue) = self.keys.turn(&key);
+            let done: redis::RedisResult<i64> = self
+                .scripts
+                .abandon
+                .key(state)
+                .key(queue)
+                .arg(&self.incarnation)
+                .arg(&tid)
+                .arg(ms(self.idle_keep))
+                .arg(self.keys.wake_channel())
+                .arg(&key)
+                .invoke_async(&mut self.conn())
+                .await;
+            if done.is_err() {
+                lock(&self.orphans).push((key, tid));
+            }
         }
     }
 
@@ -247,7 +305,7 @@ impl RedisCoordinator {
 
     async fn release(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
         let (state, queue) = self.keys.turn(&grant.key);
-        let keep = options.retain.map_or(IDLE_KEEP, |r| r.max(IDLE_KEEP));
+        let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
         let n: i64 = self
             .scripts
             .release
@@ -278,7 +336,8 @@ impl Coordinator for RedisCoordinator {
 
     async fn take_ticket(&self, key: &str) -> Result<Ticket> {
         let (state, queue) = self.keys.turn(key);
-        let reply: Vec<String> = self
+        let tid = uuid::Uuid::new_v4().simple().to_string();
+        let reply: Vec<String> = match self
             .scripts
             .take_ticket
             .key(state)
@@ -287,9 +346,18 @@ impl Coordinator for RedisCoordinator {
             .arg(&self.replica_id)
             .arg(Keys::alive_prefix(&self.keys.shard(key)))
             .arg(ms(self.lease))
+            .arg(&tid)
             .invoke_async(&mut self.conn())
             .await
-            .map_err(|e| unavailable("taking a ticket", e))?;
+        {
+            Ok(reply) => reply,
+            Err(e) => {
+                // The script may have run with its reply lost: withdraw whatever it queued.
+                lock(&self.orphans).push((key.to_owned(), tid));
+                self.abandon_orphans().await;
+                return Err(unavailable("taking a ticket", e));
+            }
+        };
         match reply.as_slice() {
             [seq] => {
                 let seq = seq.parse::<u64>().map_err(|e| Error::corrupt("ticket", e))?;
@@ -356,7 +424,7 @@ impl Coordinator for RedisCoordinator {
             .key(queue)
             .arg(&self.incarnation)
             .arg(ticket.seq)
-            .arg(ms(IDLE_KEEP))
+            .arg(ms(self.idle_keep))
             .arg(self.keys.wake_channel())
             .arg(&ticket.key)
             .invoke_async(&mut self.conn())
@@ -366,8 +434,9 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn heartbeat(&self, lease: Duration) -> Result<()> {
+        let conn = self.heartbeat_conn().await?;
         let sets = self.keys.shards().into_iter().map(|tag| {
-            let mut conn = self.conn();
+            let mut conn = conn.clone();
             let key = format!("{}{}", Keys::alive_prefix(&tag), self.incarnation);
             async move {
                 redis::cmd("SET")
@@ -381,6 +450,9 @@ impl Coordinator for RedisCoordinator {
         });
         for result in join_all(sets).await {
             result.map_err(|e| unavailable("renewing the heartbeat", e))?;
+        }
+        if !lock(&self.orphans).is_empty() {
+            self.abandon_orphans().await;
         }
         Ok(())
     }

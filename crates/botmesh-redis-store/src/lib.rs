@@ -70,7 +70,8 @@ pub use store::RedisStore;
 
 /// How to reach Redis.
 ///
-/// Defaults: the standalone layout, 2 s to connect, 2 s for a reply, `max_poll` 100 ms.
+/// Defaults: the standalone layout, 2 s to connect, 2 s for a reply, `max_poll` 100 ms, idle
+/// chat state kept one minute.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RedisOptions {
@@ -82,6 +83,7 @@ pub struct RedisOptions {
     pub(crate) connection_timeout: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) max_poll: Duration,
+    pub(crate) idle_keep: Duration,
 }
 
 impl RedisOptions {
@@ -95,6 +97,7 @@ impl RedisOptions {
             connection_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
             max_poll: Duration::from_millis(100),
+            idle_keep: Duration::from_secs(60),
         }
     }
 
@@ -128,6 +131,14 @@ impl RedisOptions {
     /// How long to wait for a connection.
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = timeout;
+        self
+    }
+
+    /// How long an idle chat's turn state is kept when no conversation of the chat waits in a
+    /// replica's memory (default one minute). Past it the chat leaves no key behind, and its
+    /// next holder is told the previous one is unknown.
+    pub fn idle_keep(mut self, keep: Duration) -> Self {
+        self.idle_keep = keep;
         self
     }
 

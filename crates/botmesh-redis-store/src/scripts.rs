@@ -19,7 +19,16 @@ local function counter(key, field)
   return redis.call('HINCRBY', key, field, 1)
 end
 local function alive(prefix, inc) return redis.call('EXISTS', prefix .. inc) == 1 end
--- The holder field is "incarnation|seq|fence"; clears it when its incarnation is dead.
+-- Queue members are "seq|incarnation|tid" (tid: the taker's id for the call, so a ticket whose
+-- reply was lost can be found again); the holder field is "incarnation|seq|fence|tid".
+local function owner(m) return string.match(m, '^[^|]*|([^|]*)|') end
+local function member_of(q, seq, inc)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', q, seq, seq)) do
+    if owner(m) == inc then return m end
+  end
+  return nil
+end
+-- Clears the holder when its incarnation is dead.
 local function live_holder(st, prefix)
   local h = redis.call('HGET', st, 'h')
   if not h then return nil end
@@ -33,34 +42,34 @@ local function head(q, prefix)
   while true do
     local m = redis.call('ZRANGE', q, 0, 0)[1]
     if not m then return nil end
-    if alive(prefix, string.match(m, '|(.*)$')) then return m end
+    if alive(prefix, owner(m)) then return m end
     redis.call('ZREM', q, m)
   end
 end
-local function try_grant(st, q, prefix, member, seq, inc, replica)
+local function try_grant(st, q, prefix, member, seq, inc, replica, tid)
   if live_holder(st, prefix) then return nil end
   if head(q, prefix) ~= member then return nil end
   redis.call('ZREM', q, member)
   local fence = s(counter(st, 'f'))
   local prev = redis.call('HGET', st, 'l')
-  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence, 'l', replica)
+  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence .. '|' .. tid, 'l', replica)
   if prev then redis.call('HSET', st, 'p', prev) else redis.call('HDEL', st, 'p') end
   redis.call('PERSIST', st)
   return {fence, prev or ''}
 end
 "#;
 
-/// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, lease ms.
+/// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, lease ms, tid.
 /// Returns `{seq}` or `{seq, fence, previous holder or ''}` when the turn came with it.
 pub(crate) const TAKE_TICKET: &str = r#"
 local st, q = KEYS[1], KEYS[2]
-local inc, replica, prefix, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local inc, replica, prefix, lease, tid = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 redis.call('SET', prefix .. inc, '1', 'PX', lease, 'NX')
 local seq = s(counter(st, 'n'))
-local member = seq .. '|' .. inc
+local member = seq .. '|' .. inc .. '|' .. tid
 redis.call('ZADD', q, seq, member)
 redis.call('PERSIST', st)
-local g = try_grant(st, q, prefix, member, seq, inc, replica)
+local g = try_grant(st, q, prefix, member, seq, inc, replica, tid)
 if g then return {seq, g[1], g[2]} end
 return {seq}
 "#;
@@ -73,11 +82,11 @@ local inc, replica, prefix, seq = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
 if h and string.sub(h, 1, #mine) == mine then
-  return {'granted', string.sub(h, #mine + 1), redis.call('HGET', st, 'p') or ''}
+  return {'granted', string.match(h, '^[^|]*|[^|]*|([^|]*)'), redis.call('HGET', st, 'p') or ''}
 end
-local member = seq .. '|' .. inc
-if not redis.call('ZSCORE', q, member) then return {'gone'} end
-local g = try_grant(st, q, prefix, member, seq, inc, replica)
+local member = member_of(q, seq, inc)
+if not member then return {'gone'} end
+local g = try_grant(st, q, prefix, member, seq, inc, replica, string.match(member, '([^|]*)$'))
 if g then return {'granted', g[1], g[2]} end
 return {'wait'}
 "#;
@@ -107,10 +116,35 @@ return 1
 pub(crate) const CANCEL: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, seq, keep, channel, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-redis.call('ZREM', q, seq .. '|' .. inc)
+local member = member_of(q, seq, inc)
+if member then redis.call('ZREM', q, member) end
 local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
 if h and string.sub(h, 1, #mine) == mine then
+  redis.call('HDEL', st, 'h')
+  local p = redis.call('HGET', st, 'p')
+  if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
+end
+if redis.call('ZCARD', q) > 0 then
+  redis.call('PUBLISH', channel, key)
+elseif redis.call('HEXISTS', st, 'h') == 0 then
+  redis.call('PEXPIRE', st, keep)
+end
+return 1
+"#;
+
+/// KEYS: state, queue. ARGV: incarnation, tid, keep ms, wake channel, chat key.
+/// Withdraws the ticket a `take_ticket` call with this tid made, when its reply was lost: the
+/// queued ticket, or the turn it was granted (given back unused).
+pub(crate) const ABANDON: &str = r#"
+local st, q = KEYS[1], KEYS[2]
+local inc, tid, keep, channel, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local suffix = '|' .. inc .. '|' .. tid
+for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
+  if string.sub(m, -#suffix) == suffix then redis.call('ZREM', q, m) end
+end
+local h = redis.call('HGET', st, 'h')
+if h and string.sub(h, 1, #inc + 1) == inc .. '|' and string.sub(h, -(#tid + 1)) == '|' .. tid then
   redis.call('HDEL', st, 'h')
   local p = redis.call('HGET', st, 'p')
   if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end

@@ -1,0 +1,252 @@
+//! Redis faults under two replicas: killed connections, a paused server, a server restarted
+//! empty, and thousands of chats leaving no keys behind. In every case nothing runs without
+//! its turn, and every message is either handled or reported.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh_coord::CoordinationConfig;
+use botmesh_core::{Bot, BotError, Event, Store};
+use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
+use botmesh_testing::{RedisServer, TestProvider};
+use tokio::time::Instant;
+
+use crate::support::Recorder;
+
+const LEASE: Duration = Duration::from_secs(1);
+
+type Log = Arc<Mutex<Vec<(String, String, Instant, Instant)>>>;
+
+struct Replica {
+    bot: Bot,
+    provider: TestProvider,
+    rec: Recorder,
+}
+
+fn options(server: &RedisServer) -> RedisOptions {
+    // Replies must fail well within a third of the lease for the stall rule to be timely.
+    RedisOptions::new(&server.url(), "faults")
+        .response_timeout(Duration::from_millis(250))
+        .connection_timeout(Duration::from_millis(250))
+}
+
+async fn replica(server: &RedisServer, id: &str, log: &Log, work: Duration) -> Replica {
+    let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(server)).await.unwrap());
+    let coordinator = RedisCoordinator::connect(options(server)).await.unwrap().with_replica_id(id);
+    let coordination =
+        CoordinationConfig::new(coordinator).lease(LEASE).turn_wait(Duration::from_secs(3)).build();
+    let provider = TestProvider::new();
+    let rec = Recorder::default();
+    let log = Arc::clone(log);
+    let name = id.to_owned();
+    let bot = rec
+        .attach(Bot::builder().provider(provider.clone()).store(store).coordination(coordination))
+        .on_message(move |ctx| {
+            let log = Arc::clone(&log);
+            let name = name.clone();
+            async move {
+                let start = Instant::now();
+                tokio::time::sleep(work).await;
+                ctx.reply(format!("{name}:{}", ctx.body())).await?;
+                log.lock().unwrap().push((
+                    ctx.key().to_string(),
+                    ctx.body().to_owned(),
+                    start,
+                    Instant::now(),
+                ));
+                Ok::<_, BotError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    Replica { bot, provider, rec }
+}
+
+/// No two handlers of one chat overlapped.
+fn assert_no_overlap(log: &Log) {
+    let mut by_chat: HashMap<String, Vec<(Instant, Instant)>> = HashMap::new();
+    for (key, _, start, end) in log.lock().unwrap().iter() {
+        by_chat.entry(key.clone()).or_default().push((*start, *end));
+    }
+    for (key, mut spans) in by_chat {
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(w[0].1 <= w[1].0, "two turns of {key} overlapped: {w:?}");
+        }
+    }
+}
+
+/// Every message sent through `replicas` was either answered or reported as an error.
+fn assert_handled_or_reported(replicas: &[&Replica], sent: usize) {
+    let answered: usize = replicas.iter().map(|r| r.provider.sent_count()).sum();
+    let reported: usize = replicas
+        .iter()
+        .map(|r| {
+            r.rec.events().iter().filter(|e| matches!(e, Event::Error { key: Some(_), .. })).count()
+        })
+        .sum();
+    assert!(
+        answered + reported >= sent,
+        "{sent} messages: {answered} answered, {reported} reported"
+    );
+    assert!(answered > 0, "the replicas answered nothing at all");
+}
+
+async fn traffic(a: &Replica, b: &Replica, chats: usize, rounds: usize) -> usize {
+    let mut sent = 0;
+    for round in 0..rounds {
+        for c in 0..chats {
+            let r = if (round + c) % 2 == 0 { a } else { b };
+            r.provider.say(&format!("chat{c}"), &format!("m{round}"));
+            sent += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    sent
+}
+
+async fn settle(replicas: &[&Replica]) {
+    for r in replicas {
+        r.provider.settled(&r.bot).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_killed_mid_turn_reconnect_and_the_chats_go_on() {
+    let server = RedisServer::start().unwrap();
+    let log: Log = Arc::default();
+    let a = replica(&server, "a", &log, Duration::from_millis(100)).await;
+    let b = replica(&server, "b", &log, Duration::from_millis(100)).await;
+    let first = traffic(&a, &b, 4, 3).await;
+    server.cli(&["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
+    server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]).unwrap();
+    let second = traffic(&a, &b, 4, 3).await;
+    settle(&[&a, &b]).await;
+    assert_no_overlap(&log);
+    assert_handled_or_reported(&[&a, &b], first + second);
+    // After the reconnect the chats are fully usable again.
+    let before = a.provider.sent_count() + b.provider.sent_count();
+    let third = traffic(&a, &b, 4, 2).await;
+    settle(&[&a, &b]).await;
+    assert_eq!(
+        a.provider.sent_count() + b.provider.sent_count(),
+        before + third,
+        "every later message answered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_paused_past_the_lease_stops_every_turn_and_recovers() {
+    let server = RedisServer::start().unwrap();
+    let log: Log = Arc::default();
+    let a = replica(&server, "a", &log, Duration::from_millis(50)).await;
+    let b = replica(&server, "b", &log, Duration::from_millis(50)).await;
+    let mut sent = traffic(&a, &b, 4, 2).await;
+    server.pause().unwrap();
+    sent += traffic(&a, &b, 4, 2).await;
+    tokio::time::sleep(LEASE * 2).await;
+    server.resume().unwrap();
+    settle(&[&a, &b]).await;
+    assert_no_overlap(&log);
+    assert_handled_or_reported(&[&a, &b], sent);
+    // Once Redis answers again, coordination recovers by itself.
+    tokio::time::sleep(LEASE).await;
+    let before = a.provider.sent_count() + b.provider.sent_count();
+    let later = traffic(&a, &b, 4, 2).await;
+    settle(&[&a, &b]).await;
+    assert_eq!(
+        a.provider.sent_count() + b.provider.sent_count(),
+        before + later,
+        "every later message answered"
+    );
+    assert_no_overlap(&log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_empty_is_recovered_from_by_itself() {
+    let mut server = RedisServer::start().unwrap();
+    let log: Log = Arc::default();
+    let a = replica(&server, "a", &log, Duration::from_millis(20)).await;
+    let b = replica(&server, "b", &log, Duration::from_millis(20)).await;
+    let mut sent = traffic(&a, &b, 4, 2).await;
+    settle(&[&a, &b]).await;
+    server.restart().unwrap();
+    sent += traffic(&a, &b, 4, 2).await;
+    settle(&[&a, &b]).await;
+    assert_handled_or_reported(&[&a, &b], sent);
+    tokio::time::sleep(LEASE).await;
+    let before = a.provider.sent_count() + b.provider.sent_count();
+    let later = traffic(&a, &b, 4, 3).await;
+    settle(&[&a, &b]).await;
+    assert_eq!(
+        a.provider.sent_count() + b.provider.sent_count(),
+        before + later,
+        "every later message answered"
+    );
+    assert_no_overlap(&log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_served_chats_leave_a_few_coordination_keys_per_replica() {
+    let server = RedisServer::start().unwrap();
+    let keep = Duration::from_millis(300);
+    let mut replicas = Vec::new();
+    for id in ["a", "b"] {
+        let opts = RedisOptions::new(&server.url(), "growth").idle_keep(keep);
+        let coordinator =
+            RedisCoordinator::connect(opts.clone()).await.unwrap().with_replica_id(id);
+        let provider = TestProvider::new();
+        let bot = Bot::builder()
+            .provider(provider.clone())
+            .store(Arc::new(RedisStore::connect(opts).await.unwrap()))
+            // A roomier lease: this test measures what is left behind, not the stall rule.
+            .coordination(CoordinationConfig::new(coordinator).lease(LEASE * 5).build())
+            .on_message(|ctx| async move {
+                ctx.reply("ok").await?;
+                Ok::<_, BotError>(())
+            })
+            .build()
+            .unwrap();
+        bot.start().await.unwrap();
+        replicas.push((bot, provider));
+    }
+    for c in 0..10_000 {
+        replicas[c % 2].1.say(&format!("chat{c}"), "hi");
+    }
+    for (bot, provider) in &replicas {
+        provider.settled(bot).await;
+    }
+    assert_eq!(replicas.iter().map(|r| r.1.sent_count()).sum::<usize>(), 10_000);
+    tokio::time::sleep(keep * 4).await;
+    let coordination_keys: Vec<String> = server
+        .cli(&["--scan", "--pattern", "growth:[tqrl]:*"])
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        coordination_keys.len() <= 2 * 2,
+        "a few coordination keys per live replica remain, not one per chat: {} left, e.g. {:?}",
+        coordination_keys.len(),
+        coordination_keys.iter().take(5).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_in_the_url_authenticates_and_never_shows_in_errors() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret-pw"]).unwrap();
+    let good = format!("redis://:s3cret-pw@127.0.0.1:{}/", server.port());
+    let store = RedisStore::new(&good, "auth").await.unwrap();
+    store.set_user_data("u", "{}").await.unwrap();
+    assert_eq!(store.get_user_data("u").await.unwrap().as_deref(), Some("{}"));
+    assert!(!format!("{store:?}").contains("s3cret-pw"), "Debug redacts the password");
+    let bad = format!("redis://:wrong-pw@127.0.0.1:{}/", server.port());
+    let err = RedisStore::new(&bad, "auth").await.unwrap_err();
+    let text = format!(
+        "{err} {err:?} {}",
+        std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default()
+    );
+    assert!(!text.contains("wrong-pw"), "the password never shows in an error: {text}");
+}
