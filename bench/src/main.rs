@@ -5,6 +5,7 @@
 
 mod coord_suite;
 mod core_suite;
+mod redis_suite;
 
 use std::path::PathBuf;
 
@@ -18,12 +19,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let figures: Figures = match suite.as_str() {
         "core" => rt.block_on(core_suite::run())?,
         "coord" => rt.block_on(coord_suite::run())?,
-        other => return Err(format!("unknown suite {other:?}; suites: core, coord").into()),
+        "redis" => rt.block_on(redis_suite::run())?,
+        other => return Err(format!("unknown suite {other:?}; suites: core, coord, redis").into()),
     };
     let mut json = serde_json::Map::new();
     for (name, value, unit) in &figures {
-        println!("{name}: {value:.0} {unit}");
-        json.insert((*name).to_owned(), serde_json::json!(value.round()));
+        // Small figures (ratios, commands per message) keep two decimals.
+        let value =
+            if value.abs() < 100.0 { (value * 100.0).round() / 100.0 } else { value.round() };
+        println!("{name}: {value} {unit}");
+        json.insert((*name).to_owned(), serde_json::json!(value));
     }
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;

@@ -42,26 +42,32 @@ struct CoordScripts {
     resign: Script,
 }
 
-/// Local waiters, woken by the release that publishes on the wake channel.
+/// Local waiters, woken when a release hands a turn to one of this incarnation's tickets.
 #[derive(Default)]
-struct Waiters(Mutex<HashMap<String, (Arc<Notify>, usize)>>);
+struct Waiters {
+    map: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+    /// Turns handed over through the channel, by chat key and ticket, not yet picked up.
+    granted: Mutex<HashMap<(String, u64), TurnGrant>>,
+    /// Whether the wake channel is subscribed right now; waiters poll fast only when not.
+    subscribed: std::sync::atomic::AtomicBool,
+}
 
 impl Waiters {
     fn register(self: &Arc<Self>, key: &str) -> WaiterGuard {
-        let mut map = lock(&self.0);
+        let mut map = lock(&self.map);
         let entry = map.entry(key.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
         entry.1 += 1;
         WaiterGuard { waiters: Arc::clone(self), key: key.to_owned(), notify: Arc::clone(&entry.0) }
     }
 
     fn wake(&self, key: &str) {
-        if let Some((notify, _)) = lock(&self.0).get(key) {
+        if let Some((notify, _)) = lock(&self.map).get(key) {
             notify.notify_waiters();
         }
     }
 
     fn wake_all(&self) {
-        for (notify, _) in lock(&self.0).values() {
+        for (notify, _) in lock(&self.map).values() {
             notify.notify_waiters();
         }
     }
@@ -75,7 +81,7 @@ struct WaiterGuard {
 
 impl Drop for WaiterGuard {
     fn drop(&mut self) {
-        let mut map = lock(&self.waiters.0);
+        let mut map = lock(&self.waiters.map);
         if let Some(entry) = map.get_mut(&self.key) {
             entry.1 -= 1;
             if entry.1 == 0 {
@@ -85,21 +91,38 @@ impl Drop for WaiterGuard {
     }
 }
 
-/// Subscribes to the wake channel for as long as the coordinator lives, reconnecting after a
-/// drop; waiters poll meanwhile.
+/// A hand-over message: chat key, ticket, fence and previous holder, one per line.
+fn parse_handover(payload: &str) -> Option<TurnGrant> {
+    let mut parts = payload.split('\n');
+    let key = parts.next()?;
+    let seq = parts.next()?.parse().ok()?;
+    let fence = parts.next()?.parse().ok()?;
+    let prev = parts.next().filter(|p| !p.is_empty()).map(str::to_owned);
+    Some(TurnGrant::new(key, seq, fence, prev))
+}
+
+/// Subscribes to this incarnation's hand-over channel for as long as the coordinator lives,
+/// reconnecting after a drop; waiters poll meanwhile.
 async fn subscriber(client: redis::Client, channel: String, waiters: Arc<Waiters>) {
     loop {
         if let Ok(mut pubsub) = client.get_async_pubsub().await
             && pubsub.subscribe(&channel).await.is_ok()
         {
             // Anything published while we were away is covered by waking everyone once.
+            waiters.subscribed.store(true, std::sync::atomic::Ordering::SeqCst);
             waiters.wake_all();
             let mut messages = pubsub.into_on_message();
             while let Some(msg) = messages.next().await {
-                if let Ok(key) = msg.get_payload::<String>() {
-                    waiters.wake(&key);
-                }
+                let Some(grant) =
+                    msg.get_payload::<String>().ok().as_deref().and_then(parse_handover)
+                else {
+                    continue;
+                };
+                let key = grant.key.clone();
+                lock(&waiters.granted).insert((key.clone(), grant.seq), grant);
+                waiters.wake(&key);
             }
+            waiters.subscribed.store(false, std::sync::atomic::Ordering::SeqCst);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -183,13 +206,14 @@ impl RedisCoordinator {
         let s = |body: &str| Script::new(&with_prelude(body));
         let client_for_heartbeat = client.clone();
         let waiters = Arc::new(Waiters::default());
-        let subscriber =
-            tokio::spawn(subscriber(client, keys.wake_channel(), Arc::clone(&waiters)));
+        let incarnation = uuid::Uuid::new_v4().simple().to_string();
+        let channel = format!("{}{incarnation}", keys.wake_prefix());
+        let subscriber = tokio::spawn(subscriber(client, channel, Arc::clone(&waiters)));
         Self {
             conn,
             keys,
             replica_id: uuid::Uuid::new_v4().to_string(),
-            incarnation: uuid::Uuid::new_v4().simple().to_string(),
+            incarnation,
             lease,
             max_poll: options.max_poll,
             idle_keep: options.idle_keep,
@@ -245,8 +269,9 @@ impl RedisCoordinator {
                 .arg(&self.incarnation)
                 .arg(&tid)
                 .arg(ms(self.idle_keep))
-                .arg(self.keys.wake_channel())
+                .arg(self.keys.wake_prefix())
                 .arg(&key)
+                .arg(Keys::alive_prefix(&self.keys.shard(&key)))
                 .invoke_async(&mut self.conn())
                 .await;
             if done.is_err() {
@@ -282,9 +307,10 @@ impl RedisCoordinator {
             .key(state)
             .key(queue)
             .arg(&self.incarnation)
-            .arg(&self.replica_id)
             .arg(Keys::alive_prefix(&self.keys.shard(&ticket.key)))
             .arg(ticket.seq)
+            .arg(self.keys.wake_prefix())
+            .arg(&ticket.key)
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| unavailable("waiting for a turn", e))?;
@@ -315,8 +341,9 @@ impl RedisCoordinator {
             .arg(grant.seq)
             .arg(if options.used { "1" } else { "0" })
             .arg(ms(keep))
-            .arg(self.keys.wake_channel())
+            .arg(self.keys.wake_prefix())
             .arg(&grant.key)
+            .arg(Keys::alive_prefix(&self.keys.shard(&grant.key)))
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| unavailable("releasing a turn", e))?;
@@ -347,6 +374,8 @@ impl Coordinator for RedisCoordinator {
             .arg(Keys::alive_prefix(&self.keys.shard(key)))
             .arg(ms(self.lease))
             .arg(&tid)
+            .arg(self.keys.wake_prefix())
+            .arg(key)
             .invoke_async(&mut self.conn())
             .await
         {
@@ -377,19 +406,36 @@ impl Coordinator for RedisCoordinator {
         }
         let deadline = Instant::now() + timeout;
         let waiter = self.waiters.register(&ticket.key);
-        let mut poll = Duration::from_millis(5);
+        // Releases wake waiters through the subscription; polling only covers what a
+        // release cannot announce (a holder that died) and a subscription that is down.
+        let fallback =
+            |subscribed: bool| if subscribed { self.max_poll } else { Duration::from_millis(5) };
+        let mut poll = fallback(self.waiters.subscribed.load(std::sync::atomic::Ordering::SeqCst));
         let mut last_error = None;
+        // A ticket that did not come with its turn will be handed the turn by the release
+        // before it, which tells this incarnation directly: with the channel up, the first
+        // look at Redis waits for that message (or the poll interval) instead of asking now.
+        let mut ask = !self.waiters.subscribed.load(std::sync::atomic::Ordering::SeqCst);
         loop {
-            // Armed before the attempt, so a release between the attempt and the wait is seen.
+            // Armed before looking, so a hand-over between the look and the wait is seen.
             let woken = waiter.notify.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            match self.try_turn(ticket).await {
-                Ok(Some(grant)) => return Ok(grant),
-                Ok(None) => {}
-                Err(e @ Error::CoordinationUnavailable { source: None, .. }) => return Err(e),
-                Err(e) => last_error = Some(e),
+            // A release that handed us the turn said so on our channel, grant included.
+            if let Some(grant) =
+                lock(&self.waiters.granted).remove(&(ticket.key.clone(), ticket.seq))
+            {
+                return Ok(grant);
             }
+            if ask {
+                match self.try_turn(ticket).await {
+                    Ok(Some(grant)) => return Ok(grant),
+                    Ok(None) => {}
+                    Err(e @ Error::CoordinationUnavailable { source: None, .. }) => return Err(e),
+                    Err(e) => last_error = Some(e),
+                }
+            }
+            ask = true;
             let now = Instant::now();
             if now >= deadline {
                 // Withdraw the ticket so it does not hold the chat up; best effort when
@@ -401,7 +447,7 @@ impl Coordinator for RedisCoordinator {
                 });
             }
             tokio::select! {
-                () = &mut woken => poll = Duration::from_millis(5),
+                () = &mut woken => {}
                 () = tokio::time::sleep(poll.min(deadline - now)) => poll = (poll * 2).min(self.max_poll),
             }
         }
@@ -416,6 +462,7 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
+        lock(&self.waiters.granted).remove(&(ticket.key.clone(), ticket.seq));
         let (state, queue) = self.keys.turn(&ticket.key);
         let _: i64 = self
             .scripts
@@ -425,8 +472,9 @@ impl Coordinator for RedisCoordinator {
             .arg(&self.incarnation)
             .arg(ticket.seq)
             .arg(ms(self.idle_keep))
-            .arg(self.keys.wake_channel())
+            .arg(self.keys.wake_prefix())
             .arg(&ticket.key)
+            .arg(Keys::alive_prefix(&self.keys.shard(&ticket.key)))
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| unavailable("cancelling a ticket", e))?;

@@ -88,9 +88,9 @@ impl Keys {
         format!("{}:l:{name}", self.shard(name))
     }
 
-    /// The pub/sub channel that wakes waiting tickets.
-    pub(crate) fn wake_channel(&self) -> String {
-        format!("{}:wake", self.prefix)
+    /// The prefix of the pub/sub channels that hand turns over: one channel per incarnation.
+    pub(crate) fn wake_prefix(&self) -> String {
+        format!("{}:wake:", self.prefix)
     }
 }
 

@@ -19,9 +19,11 @@ local function counter(key, field)
   return redis.call('HINCRBY', key, field, 1)
 end
 local function alive(prefix, inc) return redis.call('EXISTS', prefix .. inc) == 1 end
--- Queue members are "seq|incarnation|tid" (tid: the taker's id for the call, so a ticket whose
--- reply was lost can be found again); the holder field is "incarnation|seq|fence|tid".
+-- Queue members are "seq|incarnation|tid|replica" (tid: the taker's id for the call, so a
+-- ticket whose reply was lost can be found again); the holder field is
+-- "incarnation|seq|fence|tid".
 local function owner(m) return string.match(m, '^[^|]*|([^|]*)|') end
+local function fields(m) return string.match(m, '^([^|]*)|([^|]*)|([^|]*)|(.*)$') end
 local function member_of(q, seq, inc)
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', q, seq, seq)) do
     if owner(m) == inc then return m end
@@ -46,56 +48,74 @@ local function head(q, prefix)
     redis.call('ZREM', q, m)
   end
 end
-local function try_grant(st, q, prefix, member, seq, inc, replica, tid)
-  if live_holder(st, prefix) then return nil end
-  if head(q, prefix) ~= member then return nil end
-  redis.call('ZREM', q, member)
+-- Gives the free turn to queued ticket `m`; returns {seq, incarnation, fence, previous}.
+local function grant(st, q, m)
+  local seq, inc, tid, replica = fields(m)
+  redis.call('ZREM', q, m)
   local fence = s(counter(st, 'f'))
   local prev = redis.call('HGET', st, 'l')
   redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence .. '|' .. tid, 'l', replica)
   if prev then redis.call('HSET', st, 'p', prev) else redis.call('HDEL', st, 'p') end
   redis.call('PERSIST', st)
-  return {fence, prev or ''}
+  return {seq, inc, fence, prev or ''}
+end
+-- With the turn free, hands it to the first live ticket and tells its incarnation directly,
+-- grant included, so the waiter needs no round trip of its own. Returns the grant, if any.
+-- The caller's own ticket (`inc`, `seq`) is answered in the reply instead.
+local function hand_over(st, q, prefix, wake, key, inc, seq)
+  if live_holder(st, prefix) then return nil end
+  local m = head(q, prefix)
+  if not m then return nil end
+  local g = grant(st, q, m)
+  if g[1] ~= seq or g[2] ~= inc then
+    redis.call('PUBLISH', wake .. g[2], key .. '\n' .. g[1] .. '\n' .. g[3] .. '\n' .. g[4])
+  end
+  return g
+end
+-- After a turn was freed: hand it over, or let idle state expire.
+local function freed(st, q, prefix, wake, key, keep)
+  if not hand_over(st, q, prefix, wake, key, nil, nil) and redis.call('ZCARD', q) == 0 then
+    redis.call('PEXPIRE', st, keep)
+  end
 end
 "#;
 
-/// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, lease ms, tid.
+/// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, lease ms, tid, wake prefix,
+/// chat key.
 /// Returns `{seq}` or `{seq, fence, previous holder or ''}` when the turn came with it.
 pub(crate) const TAKE_TICKET: &str = r#"
 local st, q = KEYS[1], KEYS[2]
-local inc, replica, prefix, lease, tid = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local inc, replica, prefix, lease, tid, wake, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 redis.call('SET', prefix .. inc, '1', 'PX', lease, 'NX')
 local seq = s(counter(st, 'n'))
-local member = seq .. '|' .. inc .. '|' .. tid
-redis.call('ZADD', q, seq, member)
+redis.call('ZADD', q, seq, seq .. '|' .. inc .. '|' .. tid .. '|' .. replica)
 redis.call('PERSIST', st)
-local g = try_grant(st, q, prefix, member, seq, inc, replica, tid)
-if g then return {seq, g[1], g[2]} end
+local g = hand_over(st, q, prefix, wake, key, inc, seq)
+if g and g[1] == seq and g[2] == inc then return {seq, g[3], g[4]} end
 return {seq}
 "#;
 
-/// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, seq.
+/// KEYS: state, queue. ARGV: incarnation, alive prefix, seq, wake prefix, chat key.
 /// Returns `{'granted', fence, prev}`, `{'wait'}` or `{'gone'}`.
 pub(crate) const TRY_TURN: &str = r#"
 local st, q = KEYS[1], KEYS[2]
-local inc, replica, prefix, seq = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local inc, prefix, seq, wake, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
 if h and string.sub(h, 1, #mine) == mine then
   return {'granted', string.match(h, '^[^|]*|[^|]*|([^|]*)'), redis.call('HGET', st, 'p') or ''}
 end
-local member = member_of(q, seq, inc)
-if not member then return {'gone'} end
-local g = try_grant(st, q, prefix, member, seq, inc, replica, string.match(member, '([^|]*)$'))
-if g then return {'granted', g[1], g[2]} end
+if not member_of(q, seq, inc) then return {'gone'} end
+local g = hand_over(st, q, prefix, wake, key, inc, seq)
+if g and g[1] == seq and g[2] == inc then return {'granted', g[3], g[4]} end
 return {'wait'}
 "#;
 
-/// KEYS: state, queue. ARGV: incarnation, seq, used (1/0), keep ms, wake channel, chat key.
-/// Returns 1 when the turn was ours.
+/// KEYS: state, queue. ARGV: incarnation, seq, used (1/0), keep ms, wake prefix, chat key,
+/// alive prefix. Returns 1 when the turn was ours.
 pub(crate) const RELEASE: &str = r#"
 local st, q = KEYS[1], KEYS[2]
-local inc, seq, used, keep, channel, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local inc, seq, used, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
 if not h or string.sub(h, 1, #mine) ~= mine then return 0 end
@@ -104,18 +124,14 @@ if used == '0' then
   local p = redis.call('HGET', st, 'p')
   if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
 end
-if redis.call('ZCARD', q) > 0 then
-  redis.call('PUBLISH', channel, key)
-else
-  redis.call('PEXPIRE', st, keep)
-end
+freed(st, q, prefix, wake, key, keep)
 return 1
 "#;
 
-/// KEYS: state, queue. ARGV: incarnation, seq, keep ms, wake channel, chat key.
+/// KEYS: state, queue. ARGV: incarnation, seq, keep ms, wake prefix, chat key, alive prefix.
 pub(crate) const CANCEL: &str = r#"
 local st, q = KEYS[1], KEYS[2]
-local inc, seq, keep, channel, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local inc, seq, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local member = member_of(q, seq, inc)
 if member then redis.call('ZREM', q, member) end
 local mine = inc .. '|' .. seq .. '|'
@@ -125,23 +141,19 @@ if h and string.sub(h, 1, #mine) == mine then
   local p = redis.call('HGET', st, 'p')
   if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
 end
-if redis.call('ZCARD', q) > 0 then
-  redis.call('PUBLISH', channel, key)
-elseif redis.call('HEXISTS', st, 'h') == 0 then
-  redis.call('PEXPIRE', st, keep)
-end
+freed(st, q, prefix, wake, key, keep)
 return 1
 "#;
 
-/// KEYS: state, queue. ARGV: incarnation, tid, keep ms, wake channel, chat key.
+/// KEYS: state, queue. ARGV: incarnation, tid, keep ms, wake prefix, chat key, alive prefix.
 /// Withdraws the ticket a `take_ticket` call with this tid made, when its reply was lost: the
 /// queued ticket, or the turn it was granted (given back unused).
 pub(crate) const ABANDON: &str = r#"
 local st, q = KEYS[1], KEYS[2]
-local inc, tid, keep, channel, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local suffix = '|' .. inc .. '|' .. tid
+local inc, tid, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
-  if string.sub(m, -#suffix) == suffix then redis.call('ZREM', q, m) end
+  local _, minc, mtid = fields(m)
+  if minc == inc and mtid == tid then redis.call('ZREM', q, m) end
 end
 local h = redis.call('HGET', st, 'h')
 if h and string.sub(h, 1, #inc + 1) == inc .. '|' and string.sub(h, -(#tid + 1)) == '|' .. tid then
@@ -149,11 +161,7 @@ if h and string.sub(h, 1, #inc + 1) == inc .. '|' and string.sub(h, -(#tid + 1))
   local p = redis.call('HGET', st, 'p')
   if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
 end
-if redis.call('ZCARD', q) > 0 then
-  redis.call('PUBLISH', channel, key)
-elseif redis.call('HEXISTS', st, 'h') == 0 then
-  redis.call('PEXPIRE', st, keep)
-end
+freed(st, q, prefix, wake, key, keep)
 return 1
 "#;
 

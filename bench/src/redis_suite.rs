@@ -1,0 +1,242 @@
+//! `redis`: coordination over one private Redis.
+//!
+//! - `coord_roundtrips_per_msg`: Redis round trips per message on the uncontended path, from
+//!   `INFO commandstats`: the script calls (the store is in memory here, so every script is
+//!   coordination; the commands a script runs inside Redis are not round trips, and
+//!   heartbeats are left out).
+//! - `handoff_p50_us`, `handoff_p99_us`: one chat whose messages alternate between two replicas.
+//! - `replicas3_msgs_per_s`, `uncoordinated_msgs_per_s`, `naive_lock_msgs_per_s`: 1,000 chats ×
+//!   100 messages spread over the bots like a load balancer, with `RedisStore` as the store:
+//!   three coordinated replicas, one bot without coordination, and three bots that serialize
+//!   each chat with a `SET NX PX` lock polled every 5 ms (a baseline that exists only here).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use botmesh_coord::CoordinationConfig;
+use botmesh_core::{Bot, BotBuilder, BotError, MemoryStore, Store};
+use botmesh_redis_store::{RedisCoordinator, RedisStore};
+use botmesh_testing::{RedisServer, TestProvider};
+
+use crate::Figures;
+
+const CHATS: usize = 1_000;
+const PER_CHAT: usize = 100;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn echo(builder: BotBuilder) -> BotBuilder {
+    builder.on_message(|ctx| async move {
+        ctx.reply(ctx.body().to_owned()).await?;
+        Ok::<_, BotError>(())
+    })
+}
+
+async fn coordinated(
+    url: &str,
+    prefix: &str,
+    id: &str,
+    store: Arc<dyn Store>,
+    builder: BotBuilder,
+) -> Res<(Bot, TestProvider)> {
+    let provider = TestProvider::new();
+    let coordinator = RedisCoordinator::new(url, prefix).await?.with_replica_id(id);
+    let bot = builder
+        .provider(provider.clone())
+        .store(store)
+        .coordination(CoordinationConfig::new(coordinator).build())
+        .build()?;
+    bot.start().await?;
+    Ok((bot, provider))
+}
+
+/// Spreads 1,000 chats × 100 messages over `replicas`; messages per second.
+async fn load(replicas: &[(Bot, TestProvider)]) -> Res<f64> {
+    let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
+    let mut pick: u64 = 0x9E37_79B9_7F4A_7C15;
+    let started = Instant::now();
+    for _ in 0..PER_CHAT {
+        for chat in &chats {
+            pick ^= pick << 13;
+            pick ^= pick >> 7;
+            pick ^= pick << 17;
+            replicas[(pick % replicas.len() as u64) as usize].1.say(chat, "hello");
+        }
+    }
+    for (bot, provider) in replicas {
+        provider.settled(bot).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let sent: usize = replicas.iter().map(|(_, p)| p.sent_count()).sum();
+    for (bot, _) in replicas {
+        bot.stop().await?;
+    }
+    if sent != CHATS * PER_CHAT {
+        return Err(format!("{sent} replies for {} messages", CHATS * PER_CHAT).into());
+    }
+    Ok((CHATS * PER_CHAT) as f64 / secs)
+}
+
+async fn flush(url: &str) -> Res<()> {
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    redis::cmd("FLUSHALL").query_async::<()>(&mut conn).await?;
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut conn).await?;
+    Ok(())
+}
+
+/// Commands per message on the uncontended path.
+async fn roundtrips(url: &str) -> Res<f64> {
+    const MESSAGES: usize = 2_000;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (bot, provider) = coordinated(url, "rt", "a", store, echo(Bot::builder())).await?;
+    // Warm up: load the scripts once.
+    provider.say("warm", "x");
+    provider.settled(&bot).await;
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut conn).await?;
+    for m in 0..MESSAGES {
+        provider.say(&format!("chat-{m}"), "x");
+    }
+    provider.settled(&bot).await;
+    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
+    bot.stop().await?;
+    if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
+        eprintln!("{stats}");
+    }
+    // Commands a script runs inside Redis are counted too, but are not round trips: the
+    // store is in memory here, so the coordination path's round trips are its script calls.
+    let calls: u64 = stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| {
+            ["eval:", "evalsha:", "eval_ro:", "evalsha_ro:"].iter().any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum();
+    Ok(calls as f64 / MESSAGES as f64)
+}
+
+async fn handoffs(url: &str) -> Res<Vec<f64>> {
+    const MESSAGES: usize = 2_000;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let log: Arc<Mutex<Vec<(usize, Instant, Instant)>>> = Arc::default();
+    let mut replicas = Vec::new();
+    for (i, id) in ["a", "b"].into_iter().enumerate() {
+        let log = Arc::clone(&log);
+        let builder = Bot::builder().on_message(move |ctx| {
+            let log = Arc::clone(&log);
+            async move {
+                let start = Instant::now();
+                ctx.reply("ok").await?;
+                log.lock().map_err(|_| "poisoned")?.push((i, start, Instant::now()));
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            }
+        });
+        replicas.push(coordinated(url, "ho", id, Arc::clone(&store), builder).await?);
+    }
+    for m in 0..MESSAGES {
+        replicas[m % 2].1.say("contended", "x");
+    }
+    for (bot, provider) in &replicas {
+        provider.settled(bot).await;
+    }
+    for (bot, _) in &replicas {
+        bot.stop().await?;
+    }
+    let mut log = log.lock().map_err(|_| "poisoned")?.clone();
+    log.sort_by_key(|e| e.1);
+    let mut gaps: Vec<f64> = log
+        .windows(2)
+        .filter(|w| w[0].0 != w[1].0)
+        .map(|w| w[1].1.saturating_duration_since(w[0].2).as_secs_f64() * 1e6)
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    if gaps.is_empty() {
+        return Err("no hand-offs between replicas were observed".into());
+    }
+    Ok(gaps)
+}
+
+/// Three bots without coordination that serialize each chat with a polled `SET NX PX` lock.
+async fn naive(url: &str, store: Arc<dyn Store>) -> Res<f64> {
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        let conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+        let provider = TestProvider::new();
+        let bot = Bot::builder()
+            .provider(provider.clone())
+            .store(Arc::clone(&store))
+            .on_message(move |ctx| {
+                let mut conn = conn.clone();
+                async move {
+                    let lock = format!("naive:{}", ctx.key());
+                    let token = format!("{:p}", &ctx);
+                    loop {
+                        let got: Option<String> = redis::cmd("SET")
+                            .arg(&lock)
+                            .arg(&token)
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(15_000)
+                            .query_async(&mut conn)
+                            .await?;
+                        if got.is_some() {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    ctx.reply(ctx.body().to_owned()).await?;
+                    redis::cmd("DEL").arg(&lock).query_async::<()>(&mut conn).await?;
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+                }
+            })
+            .build()?;
+        bot.start().await?;
+        replicas.push((bot, provider));
+    }
+    load(&replicas).await
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub(crate) async fn run() -> Res<Figures> {
+    let server = RedisServer::start()?;
+    let url = server.url();
+
+    let per_msg = roundtrips(&url).await?;
+    flush(&url).await?;
+    let gaps = handoffs(&url).await?;
+
+    flush(&url).await?;
+    let store: Arc<dyn Store> = Arc::new(RedisStore::new(&url, "load").await?);
+    let mut three = Vec::new();
+    for id in ["a", "b", "c"] {
+        three.push(coordinated(&url, "load", id, Arc::clone(&store), echo(Bot::builder())).await?);
+    }
+    let replicas3 = load(&three).await?;
+
+    flush(&url).await?;
+    let uncoordinated = {
+        let provider = TestProvider::new();
+        let bot =
+            echo(Bot::builder()).provider(provider.clone()).store(Arc::clone(&store)).build()?;
+        bot.start().await?;
+        load(&[(bot, provider)]).await?
+    };
+
+    flush(&url).await?;
+    let naive = naive(&url, Arc::clone(&store)).await?;
+
+    Ok(vec![
+        ("coord_roundtrips_per_msg", per_msg, "commands/msg"),
+        ("handoff_p50_us", percentile(&gaps, 0.50), "us"),
+        ("handoff_p99_us", percentile(&gaps, 0.99), "us"),
+        ("replicas3_msgs_per_s", replicas3, "msg/s"),
+        ("uncoordinated_msgs_per_s", uncoordinated, "msg/s"),
+        ("naive_lock_msgs_per_s", naive, "msg/s"),
+        ("replicas3_vs_naive_ratio", replicas3 / naive, "x"),
+    ])
+}
