@@ -315,8 +315,8 @@ impl Coordination for Runtime {
         }
     }
 
-    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket, Error> {
-        self.state.coordinator.take_ticket(key.as_str()).await
+    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>, Error> {
+        self.state.coordinator.take_tickets(key.as_str(), count).await
     }
 
     async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error> {

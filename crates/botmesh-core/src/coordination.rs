@@ -71,9 +71,9 @@ pub trait Coordination: Send + Sync + 'static {
     /// Stops campaigning and heartbeats, and gives leaderships up.
     async fn stop(&self);
 
-    /// Takes a ticket in the chat's queue. Called in arrival order, as soon as a message is
-    /// accepted.
-    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket, Error>;
+    /// Takes `count` tickets in the chat's queue, in order. Called in arrival order, as soon as
+    /// messages are accepted; messages of one chat that arrived together share one call.
+    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>, Error>;
 
     /// Waits for the ticket's turn, at most the configured turn wait; fails with
     /// `CoordinationUnavailable` (and withdraws the ticket) when it does not come.

@@ -247,17 +247,32 @@ impl Dispatcher {
     }
 }
 
-/// Takes the chat's tickets in arrival order and passes each job on to the worker.
+/// Takes the chat's tickets in arrival order and passes each job on to the worker. Jobs that
+/// arrived together get their tickets in one call.
 async fn ticketer(
     coordination: Arc<dyn Coordination>,
     key: ChatKey,
     mut rx: mpsc::UnboundedReceiver<Job>,
     worker: mpsc::UnboundedSender<Job>,
 ) {
-    while let Some(mut job) = rx.recv().await {
-        job.ticket = Some(coordination.take_ticket(&key).await);
-        if worker.send(job).is_err() {
-            break;
+    /// The most tickets taken in one call.
+    const BATCH: usize = 64;
+    let mut batch = Vec::with_capacity(BATCH);
+    while rx.recv_many(&mut batch, BATCH).await > 0 {
+        let (mut tickets, failure) = match coordination.take_tickets(&key, batch.len()).await {
+            Ok(tickets) if tickets.len() == batch.len() => (tickets.into_iter(), String::new()),
+            Ok(_) => (Vec::new().into_iter(), "the backend returned too few tickets".to_owned()),
+            Err(e) => (Vec::new().into_iter(), e.to_string()),
+        };
+        for job in batch.drain(..) {
+            // Each job of a failed call is reported on its own, with the call's error.
+            let ticket = tickets.next().ok_or_else(|| Error::CoordinationUnavailable {
+                reason: failure.clone(),
+                source: None,
+            });
+            if worker.send(Job { ticket: Some(ticket), ..job }).is_err() {
+                return;
+            }
         }
     }
 }

@@ -33,7 +33,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 struct CoordScripts {
-    take_ticket: Script,
+    take_tickets: Script,
     try_turn: Script,
     release: Script,
     cancel: Script,
@@ -218,7 +218,7 @@ impl RedisCoordinator {
             max_poll: options.max_poll,
             idle_keep: options.idle_keep,
             scripts: Arc::new(CoordScripts {
-                take_ticket: s(scripts::TAKE_TICKET),
+                take_tickets: s(scripts::TAKE_TICKETS),
                 try_turn: s(scripts::TRY_TURN),
                 release: s(scripts::RELEASE),
                 cancel: s(scripts::CANCEL),
@@ -261,7 +261,7 @@ impl RedisCoordinator {
         let orphans = std::mem::take(&mut *lock(&self.orphans));
         for (key, tid) in orphans {
             let (state, queue) = self.keys.turn(&key);
-            let done: redis::RedisResult<i64> = self
+            let done: redis::RedisResult<Vec<String>> = self
                 .scripts
                 .abandon
                 .key(state)
@@ -274,8 +274,9 @@ impl RedisCoordinator {
                 .arg(Keys::alive_prefix(&self.keys.shard(&key)))
                 .invoke_async(&mut self.conn())
                 .await;
-            if done.is_err() {
-                lock(&self.orphans).push((key, tid));
+            match done {
+                Ok(reply) => self.adopt(&key, reply.get(1..).unwrap_or_default()),
+                Err(_) => lock(&self.orphans).push((key, tid)),
             }
         }
     }
@@ -289,6 +290,18 @@ impl RedisCoordinator {
 
     fn conn(&self) -> Conn {
         self.conn.clone()
+    }
+
+    /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev`
+    /// at the front of `rest`): it waits in the granted map for that ticket's waiter.
+    fn adopt(&self, key: &str, rest: &[String]) {
+        if let [seq, fence, prev, ..] = rest
+            && !seq.is_empty()
+            && let Ok(grant) = Self::grant(key, seq, fence, prev)
+        {
+            lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
+            self.waiters.wake(key);
+        }
     }
 
     fn grant(key: &str, seq: &str, fence: &str, prev: &str) -> Result<TurnGrant> {
@@ -318,6 +331,10 @@ impl RedisCoordinator {
             [status, fence, prev] if status == "granted" => {
                 Self::grant(&ticket.key, &ticket.seq.to_string(), fence, prev).map(Some)
             }
+            [status, rest @ ..] if status == "wait" => {
+                self.adopt(&ticket.key, rest);
+                Ok(None)
+            }
             [status] if status == "gone" => Err(Error::CoordinationUnavailable {
                 reason: format!(
                     "ticket {} of {} is no longer queued (this replica was taken for dead)",
@@ -332,7 +349,7 @@ impl RedisCoordinator {
     async fn release(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
         let (state, queue) = self.keys.turn(&grant.key);
         let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
-        let n: i64 = self
+        let reply: Vec<String> = self
             .scripts
             .release
             .key(state)
@@ -347,7 +364,8 @@ impl RedisCoordinator {
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| unavailable("releasing a turn", e))?;
-        Ok(n == 1)
+        self.adopt(&grant.key, reply.get(1..).unwrap_or_default());
+        Ok(reply.first().is_some_and(|ok| ok == "1"))
     }
 }
 
@@ -362,11 +380,21 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn take_ticket(&self, key: &str) -> Result<Ticket> {
+        self.take_tickets(key, 1)
+            .await?
+            .pop()
+            .ok_or_else(|| Error::corrupt("take_tickets reply", "no ticket"))
+    }
+
+    async fn take_tickets(&self, key: &str, count: usize) -> Result<Vec<Ticket>> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let (state, queue) = self.keys.turn(key);
         let tid = uuid::Uuid::new_v4().simple().to_string();
         let reply: Vec<String> = match self
             .scripts
-            .take_ticket
+            .take_tickets
             .key(state)
             .key(queue)
             .arg(&self.incarnation)
@@ -376,6 +404,7 @@ impl Coordinator for RedisCoordinator {
             .arg(&tid)
             .arg(self.keys.wake_prefix())
             .arg(key)
+            .arg(count)
             .invoke_async(&mut self.conn())
             .await
         {
@@ -387,17 +416,26 @@ impl Coordinator for RedisCoordinator {
                 return Err(unavailable("taking a ticket", e));
             }
         };
-        match reply.as_slice() {
-            [seq] => {
-                let seq = seq.parse::<u64>().map_err(|e| Error::corrupt("ticket", e))?;
-                Ok(Ticket::new(key, seq, None))
-            }
-            [seq, fence, prev] => {
-                let grant = Self::grant(key, seq, fence, prev)?;
-                Ok(Ticket::new(key, grant.seq, Some(grant)))
-            }
-            _ => Err(Error::corrupt("take_ticket reply", format!("{reply:?}"))),
+        if reply.len() != count + 3 {
+            return Err(Error::corrupt("take_tickets reply", format!("{reply:?}")));
         }
+        let (seqs, granted) = reply.split_at(count);
+        let granted = match granted {
+            [seq, fence, prev] if !seq.is_empty() => Some(Self::grant(key, seq, fence, prev)?),
+            _ => None,
+        };
+        let mut tickets = Vec::with_capacity(count);
+        for seq in seqs {
+            let seq = seq.parse::<u64>().map_err(|e| Error::corrupt("ticket", e))?;
+            let grant = granted.clone().filter(|g| g.seq == seq);
+            tickets.push(Ticket::new(key, seq, grant));
+        }
+        if let Some(grant) = granted.filter(|g| !tickets.iter().any(|t| t.seq == g.seq)) {
+            // The turn went to an older ticket of ours, still waiting.
+            lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
+            self.waiters.wake(key);
+        }
+        Ok(tickets)
     }
 
     async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
@@ -464,7 +502,7 @@ impl Coordinator for RedisCoordinator {
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
         lock(&self.waiters.granted).remove(&(ticket.key.clone(), ticket.seq));
         let (state, queue) = self.keys.turn(&ticket.key);
-        let _: i64 = self
+        let reply: Vec<String> = self
             .scripts
             .cancel
             .key(state)
@@ -478,6 +516,7 @@ impl Coordinator for RedisCoordinator {
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| unavailable("cancelling a ticket", e))?;
+        self.adopt(&ticket.key, reply.get(1..).unwrap_or_default());
         Ok(())
     }
 

@@ -14,9 +14,14 @@ local function clock_us()
   local t = redis.call('TIME')
   return t[1] .. string.format('%06d', tonumber(t[2]))
 end
+-- Grows by one; a new field starts from the clock instead of 1.
 local function counter(key, field)
-  if redis.call('HEXISTS', key, field) == 0 then redis.call('HSET', key, field, clock_us()) end
-  return redis.call('HINCRBY', key, field, 1)
+  local v = redis.call('HINCRBY', key, field, 1)
+  if v == 1 then
+    v = clock_us()
+    redis.call('HSET', key, field, v)
+  end
+  return v
 end
 local function alive(prefix, inc) return redis.call('EXISTS', prefix .. inc) == 1 end
 -- Queue members are "seq|incarnation|tid|replica" (tid: the taker's id for the call, so a
@@ -49,54 +54,72 @@ local function head(q, prefix)
   end
 end
 -- Gives the free turn to queued ticket `m`; returns {seq, incarnation, fence, previous}.
+-- The previous holder is kept in 'p' ('' for none) to be restored if the turn goes unused.
 local function grant(st, q, m)
   local seq, inc, tid, replica = fields(m)
   redis.call('ZREM', q, m)
   local fence = s(counter(st, 'f'))
-  local prev = redis.call('HGET', st, 'l')
-  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence .. '|' .. tid, 'l', replica)
-  if prev then redis.call('HSET', st, 'p', prev) else redis.call('HDEL', st, 'p') end
-  redis.call('PERSIST', st)
-  return {seq, inc, fence, prev or ''}
+  local prev = redis.call('HGET', st, 'l') or ''
+  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence .. '|' .. tid, 'l', replica, 'p', prev)
+  return {seq, inc, fence, prev}
 end
--- With the turn free, hands it to the first live ticket and tells its incarnation directly,
--- grant included, so the waiter needs no round trip of its own. Returns the grant, if any.
--- The caller's own ticket (`inc`, `seq`) is answered in the reply instead.
-local function hand_over(st, q, prefix, wake, key, inc, seq)
+-- Puts the previous holder back after an unused turn.
+local function restore_previous(st)
+  local p = redis.call('HGET', st, 'p')
+  if p and p ~= '' then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
+end
+-- With the turn free, hands it to the first live ticket. Another incarnation is told on its
+-- own channel, grant included, so its waiter needs no round trip; a ticket of the caller's
+-- incarnation is answered in the reply instead. Returns the grant, if any.
+local function hand_over(st, q, prefix, wake, key, inc)
   if live_holder(st, prefix) then return nil end
   local m = head(q, prefix)
   if not m then return nil end
   local g = grant(st, q, m)
-  if g[1] ~= seq or g[2] ~= inc then
+  if g[2] ~= inc then
     redis.call('PUBLISH', wake .. g[2], key .. '\n' .. g[1] .. '\n' .. g[3] .. '\n' .. g[4])
+    return nil
   end
   return g
 end
--- After a turn was freed: hand it over, or let idle state expire.
-local function freed(st, q, prefix, wake, key, keep)
-  if not hand_over(st, q, prefix, wake, key, nil, nil) and redis.call('ZCARD', q) == 0 then
+-- After a turn was freed: hand it over, or let idle state expire. Returns a grant made to the
+-- caller's own incarnation as `{seq, fence, prev}`, else `{}`.
+local function freed(st, q, prefix, wake, key, keep, inc)
+  local g = hand_over(st, q, prefix, wake, key, inc)
+  if g then return {g[1], g[3], g[4]} end
+  if redis.call('HEXISTS', st, 'h') == 0 and redis.call('ZCARD', q) == 0 then
     redis.call('PEXPIRE', st, keep)
   end
+  return {}
 end
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, lease ms, tid, wake prefix,
-/// chat key.
-/// Returns `{seq}` or `{seq, fence, previous holder or ''}` when the turn came with it.
-pub(crate) const TAKE_TICKET: &str = r#"
+/// chat key, count. Takes `count` tickets in order. Returns their numbers, then the turn when
+/// it went to one of this incarnation's tickets: `seq, fence, previous holder`, or three ''.
+pub(crate) const TAKE_TICKETS: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, replica, prefix, lease, tid, wake, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 redis.call('SET', prefix .. inc, '1', 'PX', lease, 'NX')
-local seq = s(counter(st, 'n'))
-redis.call('ZADD', q, seq, seq .. '|' .. inc .. '|' .. tid .. '|' .. replica)
+local out = {}
+for i = 1, tonumber(ARGV[8]) do
+  local seq = s(counter(st, 'n'))
+  redis.call('ZADD', q, seq, seq .. '|' .. inc .. '|' .. tid .. '|' .. replica)
+  out[i] = seq
+end
 redis.call('PERSIST', st)
-local g = hand_over(st, q, prefix, wake, key, inc, seq)
-if g and g[1] == seq and g[2] == inc then return {seq, g[3], g[4]} end
-return {seq}
+local g = hand_over(st, q, prefix, wake, key, inc)
+if g then
+  table.insert(out, g[1]); table.insert(out, g[3]); table.insert(out, g[4])
+else
+  table.insert(out, ''); table.insert(out, ''); table.insert(out, '')
+end
+return out
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, alive prefix, seq, wake prefix, chat key.
-/// Returns `{'granted', fence, prev}`, `{'wait'}` or `{'gone'}`.
+/// Returns `{'granted', fence, prev}`, `{'gone'}`, or `{'wait'}` followed by a grant made to
+/// another ticket of this incarnation (`seq, fence, prev`), if any.
 pub(crate) const TRY_TURN: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, prefix, seq, wake, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -106,29 +129,29 @@ if h and string.sub(h, 1, #mine) == mine then
   return {'granted', string.match(h, '^[^|]*|[^|]*|([^|]*)'), redis.call('HGET', st, 'p') or ''}
 end
 if not member_of(q, seq, inc) then return {'gone'} end
-local g = hand_over(st, q, prefix, wake, key, inc, seq)
-if g and g[1] == seq and g[2] == inc then return {'granted', g[3], g[4]} end
+local g = hand_over(st, q, prefix, wake, key, inc)
+if g and g[1] == seq then return {'granted', g[3], g[4]} end
+if g then return {'wait', g[1], g[3], g[4]} end
 return {'wait'}
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, seq, used (1/0), keep ms, wake prefix, chat key,
-/// alive prefix. Returns 1 when the turn was ours.
+/// alive prefix. Returns `{0}` when the turn was not ours, else `{1}` followed by a grant the
+/// turn went on to for another ticket of this incarnation (`seq, fence, prev`), if any.
 pub(crate) const RELEASE: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, seq, used, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
-if not h or string.sub(h, 1, #mine) ~= mine then return 0 end
+if not h or string.sub(h, 1, #mine) ~= mine then return {0} end
 redis.call('HDEL', st, 'h')
-if used == '0' then
-  local p = redis.call('HGET', st, 'p')
-  if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
-end
-freed(st, q, prefix, wake, key, keep)
-return 1
+if used == '0' then restore_previous(st) end
+local g = freed(st, q, prefix, wake, key, keep, inc)
+return {1, g[1], g[2], g[3]}
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, seq, keep ms, wake prefix, chat key, alive prefix.
+/// Returns like [`RELEASE`].
 pub(crate) const CANCEL: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, seq, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
@@ -138,11 +161,10 @@ local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
 if h and string.sub(h, 1, #mine) == mine then
   redis.call('HDEL', st, 'h')
-  local p = redis.call('HGET', st, 'p')
-  if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
+  restore_previous(st)
 end
-freed(st, q, prefix, wake, key, keep)
-return 1
+local g = freed(st, q, prefix, wake, key, keep, inc)
+return {1, g[1], g[2], g[3]}
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, tid, keep ms, wake prefix, chat key, alive prefix.
@@ -158,11 +180,10 @@ end
 local h = redis.call('HGET', st, 'h')
 if h and string.sub(h, 1, #inc + 1) == inc .. '|' and string.sub(h, -(#tid + 1)) == '|' .. tid then
   redis.call('HDEL', st, 'h')
-  local p = redis.call('HGET', st, 'p')
-  if p then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
+  restore_previous(st)
 end
-freed(st, q, prefix, wake, key, keep)
-return 1
+local g = freed(st, q, prefix, wake, key, keep, inc)
+return {1, g[1], g[2], g[3]}
 "#;
 
 /// KEYS: leadership. ARGV: incarnation, replica, alive prefix, lease ms.

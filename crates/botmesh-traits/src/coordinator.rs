@@ -125,6 +125,16 @@ pub trait Coordinator: Send + Sync + 'static {
     /// Takes a ticket in `key`'s queue, with the turn when it is free.
     async fn take_ticket(&self, key: &str) -> Result<Ticket>;
 
+    /// Takes `count` tickets in `key`'s queue at once, in order, as a replica does for the
+    /// messages of a chat that arrived together. The default takes them one by one.
+    async fn take_tickets(&self, key: &str, count: usize) -> Result<Vec<Ticket>> {
+        let mut tickets = Vec::with_capacity(count);
+        for _ in 0..count {
+            tickets.push(self.take_ticket(key).await?);
+        }
+        Ok(tickets)
+    }
+
     /// Waits until `ticket`'s turn comes, at most `timeout`.
     ///
     /// Fails with [`Error::CoordinationUnavailable`](crate::Error::CoordinationUnavailable)
