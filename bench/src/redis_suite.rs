@@ -218,10 +218,18 @@ pub(crate) async fn run() -> Res<Figures> {
     }
     let replicas3 = load(&three).await?;
     if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
-        let mut conn = redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?;
+        let mut conn =
+            redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?;
         let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
         let cpu: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
-        eprintln!("{}\n{cpu}", stats.lines().filter(|l| l.contains("eval") || l.contains("publish")).collect::<Vec<_>>().join("\n"));
+        eprintln!(
+            "{}\n{cpu}",
+            stats
+                .lines()
+                .filter(|l| l.contains("eval") || l.contains("publish"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
 
     flush(&url).await?;

@@ -250,3 +250,20 @@ async fn a_password_in_the_url_authenticates_and_never_shows_in_errors() {
     );
     assert!(!text.contains("wrong-pw"), "the password never shows in an error: {text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_rustls_carries_the_store_and_the_coordinator() {
+    let server = RedisServer::start_tls().unwrap();
+    let url = server.tls_url().unwrap();
+    let options = RedisOptions::new(&url, "tls").tls_root_cert(server.ca_pem().unwrap());
+    let store = RedisStore::connect(options.clone()).await.unwrap();
+    store.set_user_data("u", r#"{"tls":true}"#).await.unwrap();
+    assert_eq!(store.get_user_data("u").await.unwrap().as_deref(), Some(r#"{"tls":true}"#));
+    let coordinator = RedisCoordinator::connect(options).await.unwrap();
+    botmesh_core::Coordinator::heartbeat(&coordinator, LEASE).await.unwrap();
+    let ticket = botmesh_core::Coordinator::take_ticket(&coordinator, "c").await.unwrap();
+    assert!(ticket.grant.is_some(), "an uncontended ticket comes with its turn over TLS too");
+    // Without the private CA the certificate is refused: verification is on.
+    let untrusted = RedisStore::new(&url, "tls").await;
+    assert!(untrusted.is_err(), "a server certificate from an unknown CA is refused");
+}

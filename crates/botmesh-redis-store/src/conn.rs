@@ -50,6 +50,7 @@ pub(crate) struct Connect {
     pub(crate) cluster: bool,
     pub(crate) response_timeout: Duration,
     pub(crate) connection_timeout: Duration,
+    pub(crate) tls_root: Option<Vec<u8>>,
 }
 
 /// The URL without its password, for logs and errors.
@@ -81,19 +82,27 @@ impl Connect {
         let first =
             self.urls.first().ok_or_else(|| config_error("no Redis URL given".to_owned()))?;
         // Errors from the driver name the host at most, never the password; ours use `redact`.
-        let client = redis::Client::open(first.as_str()).map_err(|e| {
+        let certs =
+            || redis::TlsCertificates { client_tls: None, root_cert: self.tls_root.clone() };
+        let client = match &self.tls_root {
+            Some(_) => redis::Client::build_with_tls(first.as_str(), certs()),
+            None => redis::Client::open(first.as_str()),
+        }
+        .map_err(|e| {
             config_error(format!("invalid Redis URL {}: {:?}", redact(first), e.kind()))
         })?;
         let conn = match self.cluster {
             true => {
-                let cluster =
+                let mut builder =
                     redis::cluster::ClusterClientBuilder::new(self.urls.iter().map(String::as_str))
                         .connection_timeout(self.connection_timeout)
-                        .response_timeout(self.response_timeout)
-                        .build()
-                        .map_err(|e| {
-                            config_error(format!("invalid Redis Cluster URLs: {:?}", e.kind()))
-                        })?;
+                        .response_timeout(self.response_timeout);
+                if self.tls_root.is_some() {
+                    builder = builder.certs(certs());
+                }
+                let cluster = builder.build().map_err(|e| {
+                    config_error(format!("invalid Redis Cluster URLs: {:?}", e.kind()))
+                })?;
                 Conn::Cluster(
                     cluster.get_async_connection().await.map_err(|e| unreachable_err(first, e))?,
                 )

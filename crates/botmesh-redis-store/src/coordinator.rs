@@ -159,6 +159,7 @@ pub struct RedisCoordinator {
     heartbeat_conn: tokio::sync::OnceCell<Conn>,
     client: redis::Client,
     cluster_urls: Option<Vec<String>>,
+    tls_root: Option<Vec<u8>>,
     timeouts: (Duration, Duration),
 }
 
@@ -190,6 +191,7 @@ impl RedisCoordinator {
             cluster: options.cluster,
             response_timeout: options.response_timeout,
             connection_timeout: options.connection_timeout,
+            tls_root: options.tls_root.clone(),
         };
         let (conn, client) = connect.open().await?;
         let keys = Keys::new(&options.prefix, options.layout);
@@ -232,6 +234,7 @@ impl RedisCoordinator {
             heartbeat_conn: tokio::sync::OnceCell::new(),
             client: client_for_heartbeat,
             cluster_urls: options.cluster.then(|| options.urls.clone()),
+            tls_root: options.tls_root.clone(),
             timeouts: (options.connection_timeout, options.response_timeout),
         }
     }
@@ -245,6 +248,7 @@ impl RedisCoordinator {
                     cluster: self.cluster_urls.is_some(),
                     connection_timeout: self.timeouts.0,
                     response_timeout: self.timeouts.1,
+                    tls_root: self.tls_root.clone(),
                 };
                 if connect.cluster {
                     connect.open().await.map(|(conn, _)| conn)

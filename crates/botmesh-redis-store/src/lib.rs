@@ -84,6 +84,7 @@ pub struct RedisOptions {
     pub(crate) response_timeout: Duration,
     pub(crate) max_poll: Duration,
     pub(crate) idle_keep: Duration,
+    pub(crate) tls_root: Option<Vec<u8>>,
 }
 
 impl RedisOptions {
@@ -98,6 +99,7 @@ impl RedisOptions {
             response_timeout: Duration::from_secs(2),
             max_poll: Duration::from_millis(100),
             idle_keep: Duration::from_secs(60),
+            tls_root: None,
         }
     }
 
@@ -139,6 +141,13 @@ impl RedisOptions {
     /// next holder is told the previous one is unknown.
     pub fn idle_keep(mut self, keep: Duration) -> Self {
         self.idle_keep = keep;
+        self
+    }
+
+    /// Trusts this CA certificate (PEM) for `rediss://` instead of the public web roots, as for
+    /// a Redis behind a private CA.
+    pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root = Some(pem.into());
         self
     }
 

@@ -114,6 +114,7 @@ impl RedisStore {
             cluster: options.cluster,
             response_timeout: options.response_timeout,
             connection_timeout: options.connection_timeout,
+            tls_root: options.tls_root.clone(),
         };
         let (conn, client) = connect.open().await?;
         Ok(Self {

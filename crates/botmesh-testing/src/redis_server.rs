@@ -16,6 +16,7 @@ pub struct RedisServer {
     dir: PathBuf,
     args: Vec<String>,
     child: Option<Child>,
+    tls_port: Option<u16>,
 }
 
 /// Picks a loopback port that is free now, and whose cluster bus port (`port + 10000`) is too.
@@ -69,10 +70,108 @@ impl RedisServer {
         let dir = std::env::temp_dir()
             .join(format!("botmesh-redis-{port}-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir)?;
-        let mut server =
-            Self { port, dir, args: args.iter().map(|a| (*a).to_owned()).collect(), child: None };
+        let mut server = Self {
+            port,
+            dir,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            child: None,
+            tls_port: None,
+        };
         server.spawn()?;
         Ok(server)
+    }
+
+    /// Starts a server that also listens with TLS, on a certificate for `localhost` and
+    /// `127.0.0.1` signed by a throwaway CA (made with the `openssl` command).
+    pub fn start_tls() -> io::Result<Self> {
+        let mut server = Self::start()?;
+        server.kill();
+        let dir = server.dir.clone();
+        let openssl = |args: &[&str]| -> io::Result<()> {
+            let ok = Command::new("openssl")
+                .current_dir(&dir)
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()?;
+            if ok.success() {
+                Ok(())
+            } else {
+                Err(io::Error::other(format!("openssl {args:?} failed")))
+            }
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=botmesh-test-ca",
+        ])?;
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ])?;
+        std::fs::write(dir.join("ext.cnf"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n")?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "ext.cnf",
+        ])?;
+        let tls_port = free_port()?;
+        let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        server.args.extend([
+            "--tls-port".to_owned(),
+            tls_port.to_string(),
+            "--tls-cert-file".to_owned(),
+            path("server.crt"),
+            "--tls-key-file".to_owned(),
+            path("server.key"),
+            "--tls-ca-cert-file".to_owned(),
+            path("ca.crt"),
+            "--tls-auth-clients".to_owned(),
+            "no".to_owned(),
+        ]);
+        server.tls_port = Some(tls_port);
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// `rediss://localhost:TLS_PORT/`, for a server started with [`RedisServer::start_tls`].
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_port.map(|p| format!("rediss://localhost:{p}/"))
+    }
+
+    /// The PEM of the CA that signed the server's certificate (TLS servers only).
+    pub fn ca_pem(&self) -> io::Result<Vec<u8>> {
+        std::fs::read(self.dir.join("ca.crt"))
     }
 
     fn spawn(&mut self) -> io::Result<()> {
