@@ -5,6 +5,8 @@
     reason = "test code: a failed expectation is a failed test"
 )]
 
+#[macro_use]
+mod backends;
 mod conversations;
 mod dispatch;
 mod flows;
@@ -12,6 +14,7 @@ mod persistence;
 mod redis_faults;
 mod replicas;
 mod robustness;
+mod scheduler;
 mod shop;
 mod stores;
 mod support;

@@ -1,93 +1,21 @@
 //! Several bots coordinating as replicas: every scenario runs on the in-memory hub (under
 //! paused time) and on a private real Redis (in real time, so the bounds below are generous).
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::{CoordinationConfig, ProviderSession};
 use botmesh_core::{
-    Ask, Bot, BotBuilder, BotError, Capabilities, CheckpointWrite, Coordinator, EndReason, Error,
-    ErrorKind, Event, Flow, HandoverOutcome, LeaseLostReason, MemoryStore, Outbound, Step, Store,
-    Trigger,
+    Ask, Bot, BotBuilder, BotError, Capabilities, CheckpointWrite, EndReason, Error, ErrorKind,
+    Event, Flow, HandoverOutcome, LeaseLostReason, Outbound, Step, Trigger,
 };
-use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
-use botmesh_testing::{
-    FaultyCoordinator, MemoryCoordinationHub, MemoryCoordinator, RedisServer, TestProvider,
-};
+use botmesh_testing::{FaultyCoordinator, TestProvider};
 use tokio::time::Instant;
 
+use crate::backends::{Backend, Memory, Redis};
 use crate::support::Recorder;
 
 const LEASE: Duration = Duration::from_secs(1);
-
-/// Where the replicas of a scenario coordinate and keep their state.
-pub(crate) trait Backend: Sync {
-    fn store(&self) -> Arc<dyn Store>;
-    fn coordinator(&self, id: &str) -> impl Future<Output = Arc<dyn Coordinator>> + Send;
-}
-
-pub(crate) struct Memory {
-    hub: MemoryCoordinationHub,
-    store: Arc<MemoryStore>,
-}
-
-impl Memory {
-    pub(crate) fn new() -> Self {
-        Self { hub: MemoryCoordinationHub::new(), store: Arc::new(MemoryStore::new()) }
-    }
-}
-
-impl Backend for Memory {
-    fn store(&self) -> Arc<dyn Store> {
-        self.store.clone()
-    }
-
-    async fn coordinator(&self, id: &str) -> Arc<dyn Coordinator> {
-        Arc::new(MemoryCoordinator::new(self.hub.clone(), id))
-    }
-}
-
-pub(crate) struct Redis {
-    server: RedisServer,
-    store: Arc<RedisStore>,
-}
-
-impl Redis {
-    pub(crate) async fn start() -> Self {
-        let server = RedisServer::start().unwrap();
-        let store = Arc::new(RedisStore::new(&server.url(), "replicas").await.unwrap());
-        Self { server, store }
-    }
-}
-
-impl Backend for Redis {
-    fn store(&self) -> Arc<dyn Store> {
-        self.store.clone()
-    }
-
-    async fn coordinator(&self, id: &str) -> Arc<dyn Coordinator> {
-        let options = RedisOptions::new(&self.server.url(), "replicas");
-        Arc::new(RedisCoordinator::connect(options).await.unwrap().with_replica_id(id))
-    }
-}
-
-/// Each scenario, once on the hub and once on Redis.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(start_paused = true)]
-            async fn on_the_memory_hub() {
-                super::$name(&super::Memory::new()).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn on_redis() {
-                super::$name(&super::Redis::start().await).await;
-            }
-        }
-    )*};
-}
 
 on_both_backends!(
     two_messages_of_one_chat_on_two_replicas_50ms_apart_run_in_order_and_never_overlap,

@@ -47,8 +47,10 @@
 //! None.
 
 mod config;
+mod lead;
 mod runtime;
 
 pub use config::{CoordinationConfig, ProviderSession};
+pub use lead::{Lead, LeadExt};
 
 pub use botmesh_core::traits::Coordinator;

@@ -269,6 +269,10 @@ impl Coordination for Runtime {
         self.settle
     }
 
+    fn coordinator(&self) -> Option<Arc<dyn Coordinator>> {
+        Some(Arc::clone(&self.state.coordinator))
+    }
+
     async fn start(&self, host: Arc<dyn Host>) -> Result<(), BotError> {
         let state = &self.state;
         state.stopping.store(false, Ordering::SeqCst);

@@ -22,8 +22,10 @@ use crate::coordination::{Coordination, Host, TurnSlot};
 use crate::dispatcher::{Accepted, Dispatcher};
 use crate::event::{EventBus, Listener};
 use crate::flow::Def;
+use crate::scheduler::{self, JobDef, JobFn, job_fn};
 use crate::{
-    BotError, ConfigError, Conversation, Ctx, Event, Flow, MemoryStore, Message, Result, Texts,
+    BotError, ConfigError, Conversation, Ctx, Event, Flow, JobCtx, MemoryStore, Message, Result,
+    SchedulerLease, TaskOptions, Texts, Timing,
 };
 
 pub(crate) type HandlerFn =
@@ -108,6 +110,8 @@ pub struct BotBuilder {
     max_body_bytes: usize,
     event_capacity: usize,
     coordination: Option<Arc<dyn Coordination>>,
+    jobs: Vec<JobDef>,
+    scheduler_lease: Option<SchedulerLease>,
 }
 
 impl std::fmt::Debug for BotBuilder {
@@ -139,6 +143,8 @@ impl BotBuilder {
             max_body_bytes: 256 * 1024,
             event_capacity: 1024,
             coordination: None,
+            jobs: Vec::new(),
+            scheduler_lease: None,
         }
     }
 
@@ -237,6 +243,60 @@ impl BotBuilder {
         self
     }
 
+    /// Runs `job` every `interval` on this process. With several replicas, a plain job runs on
+    /// every one of them; see [`every_with`](Self::every_with) for once per occurrence.
+    pub fn every<F, Fut, E>(self, interval: Duration, job: F) -> Self
+    where
+        F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.schedule_inner(Timing::every(interval), None, job_fn(job))
+    }
+
+    /// Runs `job` every `interval`; with [`TaskOptions::durable`], each occurrence runs on
+    /// exactly one replica.
+    pub fn every_with<F, Fut, E>(self, interval: Duration, task: TaskOptions, job: F) -> Self
+    where
+        F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.schedule_inner(Timing::every(interval), Some(task), job_fn(job))
+    }
+
+    /// Runs `job` on a [`Timing`] (a cron expression, an instant) on this process.
+    pub fn schedule<F, Fut, E>(self, timing: Timing, job: F) -> Self
+    where
+        F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.schedule_inner(timing, None, job_fn(job))
+    }
+
+    /// Runs `job` on a [`Timing`], each occurrence on exactly one replica.
+    pub fn schedule_with<F, Fut, E>(self, timing: Timing, task: TaskOptions, job: F) -> Self
+    where
+        F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.schedule_inner(timing, Some(task), job_fn(job))
+    }
+
+    fn schedule_inner(mut self, timing: Timing, task: Option<TaskOptions>, f: JobFn) -> Self {
+        self.jobs.push(JobDef { timing, task, f });
+        self
+    }
+
+    /// Where the leadership of durable tasks comes from. Defaults to the coordinator when the
+    /// bot is coordinated, else to the bot's store's leases.
+    pub fn scheduler_lease(mut self, lease: SchedulerLease) -> Self {
+        self.scheduler_lease = Some(lease);
+        self
+    }
+
     /// Runs the bot as one of several replicas under a coordination runtime (built by
     /// `botmesh-coord`). Without it the bot is a single process and no coordination code runs.
     pub fn coordination(mut self, coordination: Arc<dyn Coordination>) -> Self {
@@ -283,6 +343,12 @@ impl BotBuilder {
             coordination: self.coordination,
             transport_up: watch::channel(false).0,
         });
+        let mut task_ids = std::collections::HashSet::new();
+        for task in self.jobs.iter().filter_map(|j| j.task.as_ref()) {
+            if !task_ids.insert(task.id.clone()) {
+                return Err(ConfigError::DuplicateName { name: task.id.clone() });
+            }
+        }
         let dispatcher = Arc::new(Dispatcher::new(Arc::clone(&shared), self.dedupe_capacity));
         Ok(Bot {
             inner: Arc::new(BotInner {
@@ -292,6 +358,9 @@ impl BotBuilder {
                 closed: watch::channel(true).0,
                 stopping: AtomicBool::new(false),
                 transport_lock: tokio::sync::Mutex::new(()),
+                jobs: self.jobs,
+                scheduler_lease: self.scheduler_lease,
+                job_tasks: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -307,6 +376,9 @@ struct BotInner {
     stopping: AtomicBool,
     /// Serializes starting and stopping the transport.
     transport_lock: tokio::sync::Mutex<()>,
+    jobs: Vec<JobDef>,
+    scheduler_lease: Option<SchedulerLease>,
+    job_tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl BotInner {
@@ -474,8 +546,47 @@ impl Bot {
             }
             None => self.inner.start_transport().await?,
         }
+        self.start_jobs();
         shared.events.emit(Event::Started);
         Ok(())
+    }
+
+    fn start_jobs(&self) {
+        let inner = &self.inner;
+        let clock = scheduler::Clock::new();
+        let coordinator = inner.shared.coordination.as_ref().and_then(|c| c.coordinator());
+        let holder = coordinator
+            .as_ref()
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |c| c.incarnation().to_owned());
+        let lease = inner.scheduler_lease.clone().unwrap_or_else(|| match coordinator {
+            Some(c) => SchedulerLease::Coordinator(c),
+            None => SchedulerLease::Store(Arc::clone(&inner.shared.store)),
+        });
+        let mut tasks = Vec::new();
+        for job in &inner.jobs {
+            let (bot, job) = (self.clone(), job.clone());
+            tasks.push(match job.task.clone() {
+                Some(task) => tokio::spawn(scheduler::durable(
+                    bot,
+                    job,
+                    task,
+                    lease.clone(),
+                    holder.clone(),
+                    clock,
+                )),
+                None => tokio::spawn(scheduler::plain(bot, job, clock)),
+            });
+        }
+        if let Ok(mut slot) = inner.job_tasks.lock() {
+            for old in slot.drain(..) {
+                old.abort();
+            }
+            slot.extend(tasks);
+        }
+    }
+
+    pub(crate) fn emit(&self, event: Event) {
+        self.inner.shared.events.emit(event);
     }
 
     /// Stops the transport, lets every chat finish the messages already queued, and waits for
@@ -485,6 +596,11 @@ impl Bot {
     pub async fn stop(&self) -> Result<()> {
         let shared = &self.inner.shared;
         self.inner.stopping.store(true, Ordering::SeqCst);
+        if let Ok(mut tasks) = self.inner.job_tasks.lock() {
+            for task in tasks.drain(..) {
+                task.abort();
+            }
+        }
         let stopped = self.inner.stop_transport().await;
         self.inner.dispatcher.close().await;
         if let Some(coordination) = &shared.coordination {

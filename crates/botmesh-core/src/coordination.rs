@@ -60,6 +60,11 @@ pub trait Host: Send + Sync + 'static {
 /// Built by `botmesh-coord`; handed to [`BotBuilder::coordination`](crate::BotBuilder::coordination).
 #[async_trait]
 pub trait Coordination: Send + Sync + 'static {
+    /// The coordination backend, for the scheduler's leadership of durable tasks.
+    fn coordinator(&self) -> Option<Arc<dyn botmesh_traits::Coordinator>> {
+        None
+    }
+
     /// How long a turn may stay held for a running conversation step before the step is cut
     /// short (its checkpoint kept) and the turn released.
     fn settle(&self) -> Duration;

@@ -74,6 +74,15 @@ pub enum BotError {
     /// The bot was built with a wrong configuration.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A scheduled job failed or panicked.
+    #[error("scheduled job {task} failed")]
+    Job {
+        /// The durable task's id, or `job` for a plain job.
+        task: String,
+        /// The job's error, or its panic message.
+        #[source]
+        source: BoxError,
+    },
     /// The bot is not running.
     #[error("the bot is not running")]
     NotRunning,
@@ -112,6 +121,14 @@ pub enum ConfigError {
     EmptyFlow {
         /// The flow.
         name: String,
+    },
+    /// A cron expression does not parse.
+    #[error("invalid schedule {expression:?}: {reason}")]
+    InvalidSchedule {
+        /// The expression.
+        expression: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// A trigger's regular expression does not compile.
     #[error("invalid trigger pattern {pattern:?}")]

@@ -58,6 +58,7 @@ mod flow;
 mod memory_store;
 mod message;
 mod runner;
+pub mod scheduler;
 pub mod texts;
 mod trigger;
 
@@ -69,6 +70,7 @@ pub use event::{EndReason, Event, HandoverOutcome};
 pub use flow::{Ask, Conversation, Flow, Step};
 pub use memory_store::MemoryStore;
 pub use message::Message;
+pub use scheduler::{JobCtx, Missed, SchedulerLease, TaskOptions, Timing};
 pub use texts::Texts;
 pub use trigger::Trigger;
 

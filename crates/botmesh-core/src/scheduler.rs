@@ -1,0 +1,330 @@
+//! Scheduled jobs: plain ones that run on every replica, and durable tasks whose every
+//! occurrence runs on exactly one replica.
+//!
+//! A durable task is identified by its id. At each occurrence the replica that leads
+//! `task:<id>` claims the occurrence in the store with a compare-and-set on the task's record
+//! (`{"last": occurrence}`) and runs the job only if the claim landed, so an occurrence runs
+//! once even while leadership moves. Occurrences are numbered from the wall clock (for
+//! [`Timing::every`], the interval count since the Unix epoch), so every replica agrees on
+//! them.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use botmesh_traits::{BoxError, CasOutcome, CheckpointWrite, Coordinator, Error, Store};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::dispatcher::panic_message;
+use crate::{Bot, BotError, ConfigError, Event};
+
+/// When a job runs.
+#[derive(Debug, Clone)]
+pub struct Timing(Kind);
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Every(Duration),
+    Cron(Box<cron::Schedule>),
+    At(SystemTime),
+}
+
+impl Timing {
+    /// Every `interval`, aligned on the Unix epoch (every 5 minutes means at :00, :05, ...).
+    pub fn every(interval: Duration) -> Self {
+        Self(Kind::Every(interval.max(Duration::from_millis(1))))
+    }
+
+    /// On a cron expression with seconds (`"0 */5 * * * *"`), in UTC.
+    pub fn cron(expression: &str) -> Result<Self, ConfigError> {
+        cron::Schedule::from_str(expression).map(|s| Self(Kind::Cron(Box::new(s)))).map_err(|e| {
+            ConfigError::InvalidSchedule {
+                expression: expression.to_owned(),
+                reason: e.to_string(),
+            }
+        })
+    }
+
+    /// Once, at `when`.
+    pub fn at(when: SystemTime) -> Self {
+        Self(Kind::At(when))
+    }
+
+    /// The first occurrence after `now_ms`: its number and when it is due, in ms since the epoch.
+    fn next_after(&self, now_ms: u64) -> Option<(u64, u64)> {
+        match &self.0 {
+            Kind::Every(d) => {
+                let step = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+                let k = now_ms / step + 1;
+                Some((k, k.saturating_mul(step)))
+            }
+            Kind::Cron(schedule) => {
+                let now = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(
+                    i64::try_from(now_ms).ok()?,
+                )?;
+                let next = schedule.after(&now).next()?;
+                let ms = u64::try_from(next.timestamp_millis()).ok()?;
+                Some((ms, ms))
+            }
+            Kind::At(when) => {
+                let ms = ms_since_epoch(*when);
+                (ms > now_ms).then_some((ms, ms))
+            }
+        }
+    }
+
+    /// The latest occurrence at or before `now_ms`, for catching up after downtime.
+    fn latest_before(&self, now_ms: u64) -> Option<u64> {
+        match &self.0 {
+            Kind::Every(d) => {
+                let step = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+                Some(now_ms / step)
+            }
+            // Catching up is only defined for intervals and one-off instants.
+            Kind::Cron(_) => None,
+            Kind::At(when) => {
+                let ms = ms_since_epoch(*when);
+                (ms <= now_ms).then_some(ms)
+            }
+        }
+    }
+}
+
+fn ms_since_epoch(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What a durable task does about occurrences missed while no replica ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Missed {
+    /// Run once on recovery for everything missed, then go on with the schedule.
+    #[default]
+    RunOnce,
+    /// Skip what was missed.
+    Skip,
+}
+
+/// Makes a job durable: identified by `id`, each occurrence runs on exactly one replica.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TaskOptions {
+    /// The task's id, unique among the bot's durable tasks.
+    pub id: String,
+    /// What to do about missed occurrences.
+    pub missed: Missed,
+}
+
+impl TaskOptions {
+    /// A durable task with id `id`, running missed occurrences once on recovery.
+    pub fn durable(id: impl Into<String>) -> Self {
+        Self { id: id.into(), missed: Missed::RunOnce }
+    }
+
+    /// Sets the missed-occurrence policy.
+    pub fn missed(mut self, missed: Missed) -> Self {
+        self.missed = missed;
+        self
+    }
+}
+
+/// Where the scheduler's leadership of durable tasks comes from.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum SchedulerLease {
+    /// The bot's coordinator (the default with coordination).
+    Coordinator(Arc<dyn Coordinator>),
+    /// A store's leases (the default without coordination: the bot's store).
+    Store(Arc<dyn Store>),
+}
+
+impl std::fmt::Debug for SchedulerLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Coordinator(_) => "SchedulerLease::Coordinator",
+            Self::Store(_) => "SchedulerLease::Store",
+        })
+    }
+}
+
+/// What a job gets when it runs.
+#[derive(Debug, Clone)]
+pub struct JobCtx {
+    bot: Bot,
+    occurrence: u64,
+}
+
+impl JobCtx {
+    /// The bot, to send messages or reach its store.
+    pub fn bot(&self) -> &Bot {
+        &self.bot
+    }
+
+    /// The occurrence's number: the interval count since the Unix epoch for
+    /// [`Timing::every`], the due time in ms for cron and one-off jobs.
+    pub fn occurrence(&self) -> u64 {
+        self.occurrence
+    }
+}
+
+pub(crate) type JobFn =
+    Arc<dyn Fn(JobCtx) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
+
+/// A registered job.
+#[derive(Clone)]
+pub(crate) struct JobDef {
+    pub(crate) timing: Timing,
+    pub(crate) task: Option<TaskOptions>,
+    pub(crate) f: JobFn,
+}
+
+pub(crate) fn job_fn<F, Fut, E>(f: F) -> JobFn
+where
+    F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    Arc::new(move |ctx| {
+        let fut = f(ctx);
+        Box::pin(async move { fut.await.map_err(Into::into) })
+    })
+}
+
+/// The scheduler's clock: wall-clock milliseconds that advance with tokio's clock, so tests
+/// under paused time see occurrences come due without waiting.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    base_ms: u64,
+    base: Instant,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Self {
+        Self { base_ms: ms_since_epoch(SystemTime::now()), base: Instant::now() }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.base_ms + u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn instant_at(&self, ms: u64) -> Instant {
+        self.base + Duration::from_millis(ms.saturating_sub(self.base_ms))
+    }
+}
+
+/// How long a task's leadership lasts when it comes from store leases.
+const STORE_LEASE: Duration = Duration::from_secs(15);
+
+async fn run_job(bot: &Bot, def: &JobDef, occurrence: u64) {
+    let ctx = JobCtx { bot: bot.clone(), occurrence };
+    let outcome = AssertUnwindSafe((def.f)(ctx)).catch_unwind().await;
+    let error = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(source)) => BotError::Job { task: task_name(def), source },
+        Err(panic) => BotError::Job { task: task_name(def), source: panic_message(&*panic).into() },
+    };
+    bot.emit(Event::Error { key: None, error: Arc::new(error) });
+}
+
+fn task_name(def: &JobDef) -> String {
+    def.task.as_ref().map_or_else(|| "job".to_owned(), |t| t.id.clone())
+}
+
+/// Runs a plain job on this replica at every occurrence.
+pub(crate) async fn plain(bot: Bot, def: JobDef, clock: Clock) {
+    while let Some((occurrence, due)) = def.timing.next_after(clock.now_ms()) {
+        tokio::time::sleep_until(clock.instant_at(due)).await;
+        run_job(&bot, &def, occurrence).await;
+    }
+}
+
+/// Runs a durable task: each occurrence on the replica that leads it and claims it.
+pub(crate) async fn durable(
+    bot: Bot,
+    def: JobDef,
+    task: TaskOptions,
+    lease: SchedulerLease,
+    holder: String,
+    clock: Clock,
+) {
+    let record = format!("botmesh:task:{}", task.id);
+    let lead = format!("task:{}", task.id);
+    let store = Arc::clone(bot.store());
+    // Catch up on what was missed while no replica ran.
+    if let Some(latest) = def.timing.latest_before(clock.now_ms())
+        && leads(&lease, &lead, &holder).await
+    {
+        match last_claimed(&*store, &record).await {
+            Ok(Some(last)) if last < latest => {
+                if claim(&*store, &record, latest).await.unwrap_or(false)
+                    && task.missed == Missed::RunOnce
+                {
+                    run_job(&bot, &def, latest).await;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => bot.emit(Event::Error { key: None, error: Arc::new(e) }),
+        }
+    }
+    while let Some((occurrence, due)) = def.timing.next_after(clock.now_ms()) {
+        tokio::time::sleep_until(clock.instant_at(due)).await;
+        if !leads(&lease, &lead, &holder).await {
+            continue;
+        }
+        match claim(&*store, &record, occurrence).await {
+            Ok(true) => run_job(&bot, &def, occurrence).await,
+            Ok(false) => {}
+            Err(e) => bot.emit(Event::Error { key: None, error: Arc::new(e) }),
+        }
+    }
+}
+
+async fn leads(lease: &SchedulerLease, name: &str, holder: &str) -> bool {
+    match lease {
+        SchedulerLease::Coordinator(c) => {
+            matches!(c.try_lead(name, STORE_LEASE).await, Ok(Some(_)))
+        }
+        SchedulerLease::Store(s) => {
+            matches!(s.acquire_lease(name, holder, STORE_LEASE).await, Ok(Some(_)))
+        }
+    }
+}
+
+async fn last_claimed(store: &dyn Store, record: &str) -> Result<Option<u64>, BotError> {
+    let Some(rec) = store.get_checkpoint(record).await? else { return Ok(None) };
+    let value: serde_json::Value = serde_json::from_str(&rec.data)
+        .map_err(|e| Error::corrupt(format!("task record {record}"), e))?;
+    Ok(value["last"].as_u64())
+}
+
+/// Claims `occurrence` unless it (or a later one) was claimed already; one atomic write.
+async fn claim(store: &dyn Store, record: &str, occurrence: u64) -> Result<bool, BotError> {
+    let write = CheckpointWrite::new(serde_json::json!({ "last": occurrence }).to_string());
+    loop {
+        let current = store.get_checkpoint(record).await?;
+        let last = match &current {
+            Some(rec) => serde_json::from_str::<serde_json::Value>(&rec.data)
+                .map_err(|e| Error::corrupt(format!("task record {record}"), e))?["last"]
+                .as_u64(),
+            None => None,
+        };
+        if last.is_some_and(|l| l >= occurrence) {
+            return Ok(false);
+        }
+        if !store.capabilities().atomic_checkpoints() {
+            // One process: nobody races the write.
+            store.set_checkpoint(record, &write).await?;
+            return Ok(true);
+        }
+        // Refused: another replica wrote meanwhile, so look again.
+        if let CasOutcome::Written { .. } =
+            store.set_checkpoint_if(record, &write, current.map(|c| c.revision)).await?
+        {
+            return Ok(true);
+        }
+    }
+}
