@@ -4,7 +4,8 @@
 //!   `INFO commandstats`: the script calls (the store is in memory here, so every script is
 //!   coordination; the commands a script runs inside Redis are not round trips, and
 //!   heartbeats are left out).
-//! - `handoff_p50_us`, `handoff_p99_us`: one chat whose messages alternate between two replicas.
+//! - `handoff_p50_us`, `handoff_p99_us`: one chat whose messages alternate between two replicas;
+//!   `naive_handoff_p50_us`, `naive_handoff_p99_us`: the same with the naive lock below.
 //! - `replicas3_msgs_per_s`, `uncoordinated_msgs_per_s`, `naive_lock_msgs_per_s`: 1,000 chats ×
 //!   100 messages spread over the bots like a load balancer, with `RedisStore` as the store:
 //!   three coordinated replicas, one bot without coordination, and three bots that serialize
@@ -116,24 +117,67 @@ async fn roundtrips(url: &str) -> Res<f64> {
     Ok(calls as f64 / MESSAGES as f64)
 }
 
-async fn handoffs(url: &str) -> Res<Vec<f64>> {
+/// The lock a naive bot takes around each message: `SET NX PX`, polled every 5 ms.
+async fn naive_lock(
+    conn: &mut redis::aio::MultiplexedConnection,
+    lock: &str,
+    token: &str,
+) -> redis::RedisResult<()> {
+    loop {
+        let got: Option<String> = redis::cmd("SET")
+            .arg(lock)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(15_000)
+            .query_async(conn)
+            .await?;
+        if got.is_some() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// One chat whose messages alternate between two bots, coordinated or serialized by the naive
+/// lock; the gaps between one bot's handler returning and the other's starting, in
+/// microseconds, sorted.
+async fn handoffs(url: &str, naive: bool) -> Res<Vec<f64>> {
     const MESSAGES: usize = 2_000;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let log: Arc<Mutex<Vec<(usize, Instant, Instant)>>> = Arc::default();
     let mut replicas = Vec::new();
     for (i, id) in ["a", "b"].into_iter().enumerate() {
         let log = Arc::clone(&log);
+        let conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
         let builder = Bot::builder().on_message(move |ctx| {
             let log = Arc::clone(&log);
+            let mut conn = conn.clone();
             async move {
+                let lock = format!("naive:{}", ctx.key());
+                if naive {
+                    naive_lock(&mut conn, &lock, id).await?;
+                }
                 let start = Instant::now();
                 ctx.reply("ok").await?;
                 log.lock().map_err(|_| "poisoned")?.push((i, start, Instant::now()));
+                if naive {
+                    redis::cmd("DEL").arg(&lock).query_async::<()>(&mut conn).await?;
+                }
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
             }
         });
-        replicas.push(coordinated(url, "ho", id, Arc::clone(&store), builder).await?);
+        if naive {
+            let provider = TestProvider::new();
+            let bot = builder.provider(provider.clone()).store(Arc::clone(&store)).build()?;
+            bot.start().await?;
+            replicas.push((bot, provider));
+        } else {
+            replicas.push(coordinated(url, "ho", id, Arc::clone(&store), builder).await?);
+        }
     }
+    // Everything is queued up front, so every switch between bots is a real hand-off: the
+    // next message's bot was already waiting when the previous one finished.
     for m in 0..MESSAGES {
         replicas[m % 2].1.say("contended", "x");
     }
@@ -171,20 +215,7 @@ async fn naive(url: &str, store: Arc<dyn Store>) -> Res<f64> {
                 async move {
                     let lock = format!("naive:{}", ctx.key());
                     let token = format!("{:p}", &ctx);
-                    loop {
-                        let got: Option<String> = redis::cmd("SET")
-                            .arg(&lock)
-                            .arg(&token)
-                            .arg("NX")
-                            .arg("PX")
-                            .arg(15_000)
-                            .query_async(&mut conn)
-                            .await?;
-                        if got.is_some() {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
+                    naive_lock(&mut conn, &lock, &token).await?;
                     ctx.reply(ctx.body().to_owned()).await?;
                     redis::cmd("DEL").arg(&lock).query_async::<()>(&mut conn).await?;
                     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
@@ -208,7 +239,9 @@ pub(crate) async fn run() -> Res<Figures> {
 
     let per_msg = roundtrips(&url).await?;
     flush(&url).await?;
-    let gaps = handoffs(&url).await?;
+    let gaps = handoffs(&url, false).await?;
+    flush(&url).await?;
+    let naive_gaps = handoffs(&url, true).await?;
 
     flush(&url).await?;
     let store: Arc<dyn Store> = Arc::new(RedisStore::new(&url, "load").await?);
@@ -248,6 +281,8 @@ pub(crate) async fn run() -> Res<Figures> {
         ("coord_roundtrips_per_msg", per_msg, "commands/msg"),
         ("handoff_p50_us", percentile(&gaps, 0.50), "us"),
         ("handoff_p99_us", percentile(&gaps, 0.99), "us"),
+        ("naive_handoff_p50_us", percentile(&naive_gaps, 0.50), "us"),
+        ("naive_handoff_p99_us", percentile(&naive_gaps, 0.99), "us"),
         ("replicas3_msgs_per_s", replicas3, "msg/s"),
         ("uncoordinated_msgs_per_s", uncoordinated, "msg/s"),
         ("naive_lock_msgs_per_s", naive, "msg/s"),

@@ -71,8 +71,8 @@ end
 -- With the turn free, hands it to the first live ticket. Another incarnation is told on its
 -- own channel, grant included, so its waiter needs no round trip; a ticket of the caller's
 -- incarnation is answered in the reply instead. Returns the grant, if any.
-local function hand_over(st, q, prefix, wake, key, inc)
-  if live_holder(st, prefix) then return nil end
+local function hand_over(st, q, prefix, wake, key, inc, free)
+  if not free and live_holder(st, prefix) then return nil end
   local m = head(q, prefix)
   if not m then return nil end
   local g = grant(st, q, m)
@@ -84,8 +84,9 @@ local function hand_over(st, q, prefix, wake, key, inc)
 end
 -- After a turn was freed: hand it over, or let idle state expire. Returns a grant made to the
 -- caller's own incarnation as `{seq, fence, prev}`, else `{}`.
-local function freed(st, q, prefix, wake, key, keep, inc)
-  local g = hand_over(st, q, prefix, wake, key, inc)
+-- `free`: the caller just cleared the holder itself, so there is none to check.
+local function freed(st, q, prefix, wake, key, keep, inc, free)
+  local g = hand_over(st, q, prefix, wake, key, inc, free)
   if g then return {g[1], g[3], g[4]} end
   if redis.call('HEXISTS', st, 'h') == 0 and redis.call('ZCARD', q) == 0 then
     redis.call('PEXPIRE', st, keep)
@@ -142,11 +143,14 @@ pub(crate) const RELEASE: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, seq, used, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local mine = inc .. '|' .. seq .. '|'
-local h = redis.call('HGET', st, 'h')
-if not h or string.sub(h, 1, #mine) ~= mine then return {0} end
+local h = redis.call('HMGET', st, 'h', 'p')
+if not h[1] or string.sub(h[1], 1, #mine) ~= mine then return {0} end
+if used == '0' then
+  -- Put the previous holder back: this turn did nothing.
+  if h[2] and h[2] ~= '' then redis.call('HSET', st, 'l', h[2]) else redis.call('HDEL', st, 'l') end
+end
 redis.call('HDEL', st, 'h')
-if used == '0' then restore_previous(st) end
-local g = freed(st, q, prefix, wake, key, keep, inc)
+local g = freed(st, q, prefix, wake, key, keep, inc, true)
 return {1, g[1], g[2], g[3]}
 "#;
 
@@ -163,7 +167,7 @@ if h and string.sub(h, 1, #mine) == mine then
   redis.call('HDEL', st, 'h')
   restore_previous(st)
 end
-local g = freed(st, q, prefix, wake, key, keep, inc)
+local g = freed(st, q, prefix, wake, key, keep, inc, false)
 return {1, g[1], g[2], g[3]}
 "#;
 
@@ -182,7 +186,7 @@ if h and string.sub(h, 1, #inc + 1) == inc .. '|' and string.sub(h, -(#tid + 1))
   redis.call('HDEL', st, 'h')
   restore_previous(st)
 end
-local g = freed(st, q, prefix, wake, key, keep, inc)
+local g = freed(st, q, prefix, wake, key, keep, inc, false)
 return {1, g[1], g[2], g[3]}
 "#;
 
