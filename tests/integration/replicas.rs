@@ -363,6 +363,9 @@ async fn a_step_running_past_settle_is_cut_short_keeping_its_checkpoint(backend:
     );
     assert!(backend.store().get_checkpoint("c").await.unwrap().is_some());
     assert!(a.provider.texts_to("c").iter().all(|t| !t.starts_with("finished")));
+    // The cut step had its first answer already: b must not take "hello" for it. The step
+    // runs again from its start and asks again.
+    assert_eq!(b.provider.texts_to("c"), ["Ready?"]);
 }
 
 async fn a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes(

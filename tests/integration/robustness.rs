@@ -136,3 +136,72 @@ async fn a_send_on_a_closed_transport_is_a_typed_error() {
     let inner = source.downcast_ref::<BotError>().and_then(BotError::as_contract).map(|e| e.kind());
     assert_eq!(inner, Some(ErrorKind::TransportClosed));
 }
+
+#[tokio::test]
+async fn a_panicking_event_listener_does_not_stop_the_chat() {
+    let (b, provider, _) = builder();
+    let bot = b
+        .on(|e| {
+            if matches!(e, Event::Handled { .. }) {
+                panic!("listener bug");
+            }
+        })
+        .on_message(|ctx| async move {
+            ctx.reply("ok").await?;
+            Ok::<_, BotError>(())
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    for _ in 0..3 {
+        provider.say("c", "hi");
+    }
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c"), ["ok", "ok", "ok"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_too_large_to_represent_means_no_timeout() {
+    let (b, provider, rec) = builder();
+    let flow = Flow::new("f")
+        .trigger(Trigger::keyword("go"))
+        .timeout(std::time::Duration::MAX)
+        .ask(Ask::new("x", "X?"))
+        .do_step("done", |c| async move {
+            c.send(format!("got {}", c.get::<String>("x").unwrap())).await?;
+            Ok::<_, BotError>(Step::End)
+        });
+    let bot = b.flow(flow).build().unwrap();
+    bot.start().await.unwrap();
+    provider.say("c", "go");
+    provider.settled(&bot).await;
+    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    provider.say("c", "42");
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c"), ["X?", "got 42"]);
+    assert!(rec.errors().is_empty());
+}
+
+#[tokio::test]
+async fn a_flow_whose_transport_goes_away_mid_step_keeps_its_checkpoint() {
+    let (b, provider, rec) = builder();
+    let flow = Flow::new("f")
+        .trigger(Trigger::keyword("go"))
+        .persistent()
+        .ask(Ask::new("x", "X?"))
+        .ask(Ask::new("y", "Y?"));
+    let bot = b.flow(flow).build().unwrap();
+    bot.start().await.unwrap();
+    provider.say("c", "go");
+    provider.settled(&bot).await;
+    provider.close();
+    provider.say("c", "1");
+    provider.settled(&bot).await;
+    assert!(
+        rec.events()
+            .iter()
+            .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Suspended, .. }))
+    );
+    let kept = bot.store().get_checkpoint("c").await.unwrap();
+    assert!(kept.is_some(), "the user's progress is kept for when the transport is back");
+}

@@ -39,6 +39,10 @@ struct State {
     unreleased: Mutex<Vec<(TurnGrant, ReleaseOptions)>>,
     /// The transport leadership held now.
     leading: Mutex<Option<Leadership>>,
+    /// The leadership was given up locally: the election loop stops the transport.
+    transport_lost: AtomicBool,
+    /// A resignation Redis did not confirm: retried before campaigning again.
+    unresigned: Mutex<Option<Leadership>>,
     host: Mutex<Option<Arc<dyn Host>>>,
     stopping: AtomicBool,
 }
@@ -69,13 +73,8 @@ impl State {
         if let Some(lead) = lock(&self.leading).take() {
             self.emit(Event::LeaseLost { key: lead.name.clone(), reason });
             self.emit(Event::Follower { name: lead.name, reason: "lost".to_owned() });
-            if let Some(host) = self.host() {
-                tokio::spawn(async move {
-                    if let Err(e) = host.stop_transport().await {
-                        tracing::warn!(target: "botmesh", error = %e, "stopping the transport after losing its lease");
-                    }
-                });
-            }
+            // The election loop stops the transport, so a stop cannot race a new start.
+            self.transport_lost.store(true, Ordering::SeqCst);
         }
     }
 }
@@ -141,6 +140,8 @@ impl Runtime {
                 held: Mutex::default(),
                 unreleased: Mutex::default(),
                 leading: Mutex::new(None),
+                transport_lost: AtomicBool::new(false),
+                unresigned: Mutex::new(None),
                 host: Mutex::new(None),
                 stopping: AtomicBool::new(false),
             }),
@@ -165,19 +166,23 @@ async fn heartbeat_loop(state: Arc<State>) {
         let started = Instant::now();
         if started.duration_since(*lock(&state.renewed_at)) > state.stall_after {
             // This loop did not run for most of the lease (a frozen process, a blocked
-            // runtime): the backend may have expired us already.
-            if !lock(&state.held).is_empty() || lock(&state.leading).is_some() {
-                state.give_up(LeaseLostReason::Stalled);
-            }
+            // runtime): the backend may have expired us already. Every turn granted before
+            // now is suspect, held or about to be used.
+            state.give_up(LeaseLostReason::Stalled);
         }
         match tokio::time::timeout(period, state.coordinator.heartbeat(state.lease)).await {
             Ok(Ok(())) => *lock(&state.renewed_at) = started,
+            Ok(Err(Error::LeaseLost { reason, .. })) => {
+                // Renewed, but only after our leases had run out in the backend.
+                state.give_up(reason);
+                *lock(&state.renewed_at) = started;
+            }
             Ok(Err(e)) => {
                 tracing::warn!(target: "botmesh", error = %e, "heartbeat failed");
             }
             Err(_) => tracing::warn!(target: "botmesh", "heartbeat timed out"),
         }
-        if state.stalled() && (!lock(&state.held).is_empty() || lock(&state.leading).is_some()) {
+        if state.stalled() {
             state.give_up(LeaseLostReason::Stalled);
         }
         let retry: Vec<(TurnGrant, ReleaseOptions)> = std::mem::take(&mut *lock(&state.unreleased));
@@ -203,6 +208,22 @@ async fn election_loop(
     loop {
         if state.stopping.load(Ordering::SeqCst) {
             return;
+        }
+        if state.transport_lost.swap(false, Ordering::SeqCst)
+            && let Err(e) = host.stop_transport().await
+        {
+            tracing::warn!(target: "botmesh", error = %e, "stopping the transport after losing its lease");
+        }
+        let unresigned = lock(&state.unresigned).clone();
+        if let Some(lead) = unresigned {
+            // Our leadership lives as long as our heartbeat: campaigning before the
+            // resignation lands would only win it back.
+            if state.coordinator.resign(&lead).await.is_ok() {
+                lock(&state.unresigned).take();
+            } else {
+                tokio::time::sleep(period).await;
+                continue;
+            }
         }
         let was_leading = lock(&state.leading).clone();
         match state.coordinator.try_lead(&name, state.lease).await {
@@ -258,7 +279,8 @@ async fn step_down(state: &Arc<State>, host: &Arc<dyn Host>, lead: &Leadership, 
         tracing::warn!(target: "botmesh", error = %e, "stopping the transport failed");
     }
     if let Err(e) = state.coordinator.resign(lead).await {
-        tracing::warn!(target: "botmesh", error = %e, "resigning failed; the lease will expire");
+        tracing::warn!(target: "botmesh", error = %e, "resigning failed; retrying before campaigning again");
+        *lock(&state.unresigned) = Some(lead.clone());
     }
     state.emit(Event::Follower { name: lead.name.clone(), reason: reason.to_owned() });
 }
@@ -325,6 +347,8 @@ impl Coordination for Runtime {
 
     async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error> {
         let state = &self.state;
+        // Taken before the wait: a stall noticed while waiting voids what the wait returns.
+        let epoch = state.epoch.load(Ordering::SeqCst);
         let grant = match &ticket.grant {
             Some(grant) => grant.clone(),
             None => match state.coordinator.wait_turn(&ticket, self.turn_wait).await {
@@ -339,12 +363,7 @@ impl Coordination for Runtime {
         };
         let key = ChatKey::from(grant.key.as_str());
         lock(&state.held).insert(key.clone(), grant.clone());
-        Ok(Arc::new(HeldTurn {
-            key,
-            grant,
-            epoch: state.epoch.load(Ordering::SeqCst),
-            state: Arc::clone(state),
-        }))
+        Ok(Arc::new(HeldTurn { key, grant, epoch, state: Arc::clone(state) }))
     }
 
     async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions) {

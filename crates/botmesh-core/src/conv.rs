@@ -133,6 +133,8 @@ struct Inner {
     chat: ChatId,
     link: Arc<Link>,
     turn: Arc<TurnSlot>,
+    /// Set when the conversation ended: clones kept elsewhere may no longer act for it.
+    ended: std::sync::atomic::AtomicBool,
     st: Mutex<ConvState>,
 }
 
@@ -153,6 +155,8 @@ struct ConvState {
     /// The revision of the checkpoint this conversation last wrote or resumed from; `None`
     /// when it has none in the store.
     revision: Option<u64>,
+    /// The current step is a `do` step (it may go on working after its first answer).
+    in_do: bool,
 }
 
 impl ConvCtx {
@@ -176,6 +180,7 @@ impl ConvCtx {
             timeout,
             persistent: false,
             revision: None,
+            in_do: false,
         };
         Self {
             inner: Arc::new(Inner {
@@ -184,6 +189,7 @@ impl ConvCtx {
                 chat: message.chat().clone(),
                 link,
                 turn,
+                ended: std::sync::atomic::AtomicBool::new(false),
                 st: Mutex::new(st),
             }),
         }
@@ -257,7 +263,8 @@ impl ConvCtx {
         self.inner.shared.texts.get(lang.as_deref(), key).to_owned()
     }
 
-    /// Sends a text to the chat.
+    /// Sends a text to the chat. A clone of the context kept after the conversation ended (a
+    /// reminder sent by a background task) may still send; such a send is not fenced by a turn.
     pub async fn send(&self, text: impl Into<String>) -> Result<()> {
         self.send_content(OutboundContent::Text { body: text.into() }).await
     }
@@ -296,17 +303,30 @@ impl ConvCtx {
             st.questions += 1;
             (q, if q == 0 { st.preset.take() } else { None })
         };
-        if let Some(answer) = preset {
-            self.st().message = answer.clone();
-            return Ok(answer);
+        let answer = match preset {
+            Some(answer) => {
+                self.st().message = answer.clone();
+                answer
+            }
+            None => {
+                self.send(prompt).await?;
+                self.park_checkpoint(question).await?;
+                self.wait().await?
+            }
+        };
+        if question == 0 && self.st().in_do {
+            // The step goes on past its first question: the checkpoint must stop saying it
+            // waits for that answer, or a cut-short step would take the next message for it.
+            self.write_checkpoint(None).await?;
         }
-        self.send(prompt).await?;
-        self.park_checkpoint(question).await?;
-        self.wait().await
+        Ok(answer)
     }
 
-    /// Waits for the user's next message without sending anything.
+    /// Waits for the user's next message without sending anything. Fails with
+    /// [`BotError::ConversationClosed`] once the conversation ended (for a clone of the context
+    /// kept by a background task).
     pub async fn wait(&self) -> Result<Message> {
+        self.alive()?;
         let park = {
             let st = self.st();
             Park { timeout: st.timeout, idle: st.idle }
@@ -359,15 +379,34 @@ impl ConvCtx {
         &self.inner.link
     }
 
-    /// Enters step `index`: remembers the state to restart it from, and checkpoints it.
-    pub(crate) async fn begin_step(&self, index: usize) -> Result<()> {
-        {
+    /// Enters step `index`: remembers the state to restart it from, and checkpoints it. A
+    /// step resumed with its first answer in hand keeps the stored checkpoint (which says
+    /// exactly that) until the answer is taken.
+    pub(crate) async fn begin_step(&self, index: usize, is_do: bool) -> Result<()> {
+        let resumed_with_answer = {
             let mut st = self.st();
             st.questions = 0;
+            st.in_do = is_do;
             let start = st.state.clone();
             st.step = Some((index, start));
+            st.preset.is_some()
+        };
+        if resumed_with_answer {
+            return Ok(());
         }
         self.write_checkpoint(None).await
+    }
+
+    /// Refuses to act for a conversation that ended.
+    fn alive(&self) -> Result<()> {
+        if self.inner.ended.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(BotError::ConversationClosed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn mark_ended(&self) {
+        self.inner.ended.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     async fn park_checkpoint(&self, question: u32) -> Result<()> {
@@ -394,6 +433,7 @@ impl ConvCtx {
             source,
         })?;
         // Fenced like a send: a replica whose turn is known lost does not write.
+        self.alive()?;
         self.inner.turn.check()?;
         let store = &self.inner.shared.store;
         let key = self.inner.key.as_str();

@@ -101,6 +101,10 @@ impl TurnSlot {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = turn;
     }
 
+    pub(crate) fn take(&self) -> Option<Arc<dyn Turn>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
     /// `Ok` outside a turn (no coordination, or work running after its turn, such as a
     /// background task), else the turn's own check.
     pub(crate) fn check(&self) -> Result<(), Error> {

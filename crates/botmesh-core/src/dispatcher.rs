@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, ChatRecord, Error, Inbound, ReleaseOptions, Ticket};
+use botmesh_traits::{ChatKey, ChatRecord, Error, ErrorKind, Inbound, ReleaseOptions, Ticket};
 use futures_util::FutureExt;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -283,6 +283,9 @@ enum Timer {
     Idle(Duration),
 }
 
+/// How long a conversation timer that could not get its turn waits before trying again.
+const TIMER_RETRY: Duration = Duration::from_secs(1);
+
 type ConvFuture = Pin<Box<dyn Future<Output = std::thread::Result<Result<Next>>> + Send>>;
 
 /// A conversation in this worker's memory.
@@ -297,13 +300,20 @@ struct Active {
     parked: Option<(Park, Instant)>,
     /// A timer job for the current wait is on its way through the chat's queue.
     timer_queued: bool,
+    /// A timer job that could not get its turn is tried again no sooner than this.
+    timer_retry_at: Instant,
 }
 
 impl Active {
     fn deadline(&self) -> Option<(Instant, Timer)> {
         let (park, since) = self.parked?;
-        let timeout = park.timeout.map(|t| (since + t, Timer::Timeout));
-        let idle = park.idle.map(|i| (since + i, Timer::Idle(i)));
+        // A duration too large to add is a wait without that timer.
+        let timeout =
+            park.timeout.and_then(|t| since.checked_add(t)).map(|at| (at, Timer::Timeout));
+        let idle = park.idle.and_then(|i| since.checked_add(i).map(|at| (at, Timer::Idle(i))));
+        let retry = self.timer_retry_at;
+        let (timeout, idle) =
+            (timeout.map(|(at, t)| (at.max(retry), t)), idle.map(|(at, t)| (at.max(retry), t)));
         match (timeout, idle) {
             (Some(t), Some(i)) => Some(if i.0 < t.0 { i } else { t }),
             (t, i) => t.or(i),
@@ -356,7 +366,20 @@ impl Worker {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) {
         while let Some(job) = self.next_job(&mut rx).await {
             let message = matches!(job.work, Work::Message(_));
-            self.run_job(job).await;
+            // The user code it runs is already guarded; this is the last line, so that a bug
+            // here can never leave the chat's turn held or the dispatcher's counts wrong.
+            if let Err(panic) = AssertUnwindSafe(self.run_job(job)).catch_unwind().await {
+                self.report(BotError::Panic {
+                    key: self.key.clone(),
+                    message: panic_message(&*panic),
+                });
+                self.active = None;
+                if let (Some(turn), Some(coordination)) =
+                    (self.turn.take(), self.shared().coordination.clone())
+                {
+                    coordination.release(turn, ReleaseOptions::used()).await;
+                }
+            }
             self.pending.fetch_sub(1, Ordering::SeqCst);
             if message {
                 self.disp.done_one();
@@ -421,6 +444,14 @@ impl Worker {
                 match async { coordination.acquire(ticket?).await }.await {
                     Ok(turn) => Some((Arc::clone(coordination), turn)),
                     Err(e) => {
+                        if let (Work::Timer { serial, .. }, Some(active)) =
+                            (&job.work, self.active.as_mut())
+                            && active.serial == *serial
+                        {
+                            // Try the timer again later instead of losing it.
+                            active.timer_queued = false;
+                            active.timer_retry_at = Instant::now() + TIMER_RETRY;
+                        }
                         self.report(e.into());
                         return;
                     }
@@ -655,6 +686,7 @@ impl Worker {
             park: 0,
             parked: None,
             timer_queued: false,
+            timer_retry_at: Instant::now(),
         });
     }
 
@@ -682,6 +714,17 @@ impl Worker {
                     }
                 }
                 Ok(Err(BotError::Idle { .. })) => self.end(active, EndReason::Idle).await,
+                Ok(Err(BotError::Contract(e)))
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::ProviderNotLeader | ErrorKind::TransportClosed
+                    ) =>
+                {
+                    // The transport went away under the step (a stop, a step-down): the user did
+                    // nothing wrong, so the conversation stays where it was for whoever sends next.
+                    self.report(e.into());
+                    self.end(active, EndReason::Suspended).await;
+                }
                 Ok(Err(BotError::Contract(Error::LeaseLost { key, reason }))) => {
                     self.shared().events.emit(Event::LeaseLost { key: key.clone(), reason });
                     self.report(Error::LeaseLost { key, reason }.into());
@@ -745,6 +788,8 @@ impl Worker {
                 e => self.report(e),
             }
         }
+        // Clones of the context held elsewhere (a spawned task) may not act for it any more.
+        ctx.mark_ended();
         self.shared().events.emit(Event::ConversationEnded { key: self.key.clone(), name, reason });
     }
 

@@ -197,7 +197,11 @@ impl EventBus {
         trace_event(&event);
         if let Ok(listeners) = self.listeners.read() {
             for l in listeners.iter() {
-                l(&event);
+                // A panicking listener must not take down the task that emits: a chat worker,
+                // a heartbeat loop.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event))).is_err() {
+                    tracing::error!(target: "botmesh", "an event listener panicked");
+                }
             }
         }
         if self.tx.receiver_count() > 0 {

@@ -64,7 +64,7 @@ async fn run_flow(ctx: ConvCtx, flow: &Flow, resume: Option<Resume>) -> Result<N
         });
         let span = tracing::debug_span!("step", flow = %flow.name, index, step = step.name());
         let next = async {
-            ctx.begin_step(index).await?;
+            ctx.begin_step(index, matches!(step, StepDef::Do { .. })).await?;
             match step {
                 StepDef::Ask(a) => run_ask(&ctx, a).await,
                 StepDef::Do { f, .. } => f(ctx.clone()).await.map_err(|e| user_error(&ctx, e)),

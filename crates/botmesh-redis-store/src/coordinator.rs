@@ -151,10 +151,12 @@ pub struct RedisCoordinator {
     scripts: Arc<CoordScripts>,
     waiters: Arc<Waiters>,
     subscriber: JoinHandle<()>,
-    /// Tickets whose `take_ticket` reply was lost (chat key, tid): they may exist in Redis with
-    /// nobody to wait for them, so they are withdrawn, retried at every heartbeat until Redis
-    /// answers.
-    orphans: Mutex<Vec<(String, String)>>,
+    /// Withdraws tickets nobody will wait for, retrying until Redis answers.
+    repair: Repair,
+    repairer: JoinHandle<()>,
+    /// Whether a heartbeat registered this incarnation: a later one that finds it gone knows
+    /// its leases expired meanwhile.
+    registered: std::sync::atomic::AtomicBool,
     /// A connection of its own for heartbeats, so renewals never queue behind message traffic.
     heartbeat_conn: tokio::sync::OnceCell<Conn>,
     client: redis::Client,
@@ -175,6 +177,87 @@ impl std::fmt::Debug for RedisCoordinator {
 impl Drop for RedisCoordinator {
     fn drop(&mut self) {
         self.subscriber.abort();
+        self.repairer.abort();
+    }
+}
+
+/// A ticket to withdraw from Redis: one whose `take_tickets` reply was lost (found by the
+/// call's tid), or one whose cancel failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Withdraw {
+    Orphans { key: String, tid: String },
+    Ticket(Ticket),
+}
+
+/// Withdraws tickets that would otherwise hold their chat up: each is retried every 250 ms
+/// until Redis confirms it, and leaves the list only then.
+#[derive(Clone)]
+struct Repair {
+    conn: Conn,
+    scripts: Arc<CoordScripts>,
+    keys: Keys,
+    incarnation: String,
+    idle_keep: Duration,
+    waiters: Arc<Waiters>,
+    pending: Arc<Mutex<Vec<Withdraw>>>,
+}
+
+impl Repair {
+    /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev`
+    /// at the front of `rest`): it waits in the granted map for that ticket's waiter.
+    fn adopt(&self, key: &str, rest: &[String]) {
+        if let [seq, fence, prev, ..] = rest
+            && !seq.is_empty()
+            && let Ok(grant) = RedisCoordinator::grant(key, seq, fence, prev)
+        {
+            lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
+            self.waiters.wake(key);
+        }
+    }
+
+    async fn withdraw(&self, what: &Withdraw) -> redis::RedisResult<()> {
+        let (key, script, id) = match what {
+            Withdraw::Orphans { key, tid } => (key, &self.scripts.abandon, tid.clone()),
+            Withdraw::Ticket(t) => {
+                lock(&self.waiters.granted).remove(&(t.key.clone(), t.seq));
+                (&t.key, &self.scripts.cancel, t.seq.to_string())
+            }
+        };
+        let (state, queue) = self.keys.turn(key);
+        let reply: Vec<String> = script
+            .key(state)
+            .key(queue)
+            .arg(&self.incarnation)
+            .arg(id)
+            .arg(ms(self.idle_keep))
+            .arg(self.keys.wake_prefix())
+            .arg(key)
+            .arg(Keys::alive_prefix(&self.keys.shard(key)))
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        self.adopt(key, reply.get(1..).unwrap_or_default());
+        Ok(())
+    }
+
+    /// Withdraws `what` now, or keeps it for the retry loop.
+    async fn now_or_later(&self, what: Withdraw) -> redis::RedisResult<()> {
+        let result = self.withdraw(&what).await;
+        if result.is_err() {
+            lock(&self.pending).push(what);
+        }
+        result
+    }
+
+    async fn run(self) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let snapshot = lock(&self.pending).clone();
+            for what in snapshot {
+                if self.withdraw(&what).await.is_ok() {
+                    lock(&self.pending).retain(|w| *w != what);
+                }
+            }
+        }
     }
 }
 
@@ -211,6 +294,25 @@ impl RedisCoordinator {
         let incarnation = uuid::Uuid::new_v4().simple().to_string();
         let channel = format!("{}{incarnation}", keys.wake_prefix());
         let subscriber = tokio::spawn(subscriber(client, channel, Arc::clone(&waiters)));
+        let scripts = Arc::new(CoordScripts {
+            take_tickets: s(scripts::TAKE_TICKETS),
+            try_turn: s(scripts::TRY_TURN),
+            release: s(scripts::RELEASE),
+            cancel: s(scripts::CANCEL),
+            abandon: s(scripts::ABANDON),
+            try_lead: s(scripts::TRY_LEAD),
+            resign: s(scripts::RESIGN),
+        });
+        let repair = Repair {
+            conn: conn.clone(),
+            scripts: Arc::clone(&scripts),
+            keys: keys.clone(),
+            incarnation: incarnation.clone(),
+            idle_keep: options.idle_keep,
+            waiters: Arc::clone(&waiters),
+            pending: Arc::default(),
+        };
+        let repairer = tokio::spawn(repair.clone().run());
         Self {
             conn,
             keys,
@@ -219,18 +321,12 @@ impl RedisCoordinator {
             lease,
             max_poll: options.max_poll,
             idle_keep: options.idle_keep,
-            scripts: Arc::new(CoordScripts {
-                take_tickets: s(scripts::TAKE_TICKETS),
-                try_turn: s(scripts::TRY_TURN),
-                release: s(scripts::RELEASE),
-                cancel: s(scripts::CANCEL),
-                abandon: s(scripts::ABANDON),
-                try_lead: s(scripts::TRY_LEAD),
-                resign: s(scripts::RESIGN),
-            }),
+            scripts,
             waiters,
             subscriber,
-            orphans: Mutex::default(),
+            repair,
+            repairer,
+            registered: std::sync::atomic::AtomicBool::new(false),
             heartbeat_conn: tokio::sync::OnceCell::new(),
             client: client_for_heartbeat,
             cluster_urls: options.cluster.then(|| options.urls.clone()),
@@ -260,31 +356,6 @@ impl RedisCoordinator {
             .cloned()
     }
 
-    /// Withdraws tickets whose reply was lost; keeps those Redis did not answer for.
-    async fn abandon_orphans(&self) {
-        let orphans = std::mem::take(&mut *lock(&self.orphans));
-        for (key, tid) in orphans {
-            let (state, queue) = self.keys.turn(&key);
-            let done: redis::RedisResult<Vec<String>> = self
-                .scripts
-                .abandon
-                .key(state)
-                .key(queue)
-                .arg(&self.incarnation)
-                .arg(&tid)
-                .arg(ms(self.idle_keep))
-                .arg(self.keys.wake_prefix())
-                .arg(&key)
-                .arg(Keys::alive_prefix(&self.keys.shard(&key)))
-                .invoke_async(&mut self.conn())
-                .await;
-            match done {
-                Ok(reply) => self.adopt(&key, reply.get(1..).unwrap_or_default()),
-                Err(_) => lock(&self.orphans).push((key, tid)),
-            }
-        }
-    }
-
     /// Sets the replica id (unique among running replicas; a pod or host name is fine).
     /// Defaults to a random UUID.
     pub fn with_replica_id(mut self, id: impl Into<String>) -> Self {
@@ -296,16 +367,8 @@ impl RedisCoordinator {
         self.conn.clone()
     }
 
-    /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev`
-    /// at the front of `rest`): it waits in the granted map for that ticket's waiter.
     fn adopt(&self, key: &str, rest: &[String]) {
-        if let [seq, fence, prev, ..] = rest
-            && !seq.is_empty()
-            && let Ok(grant) = Self::grant(key, seq, fence, prev)
-        {
-            lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
-            self.waiters.wake(key);
-        }
+        self.repair.adopt(key, rest);
     }
 
     fn grant(key: &str, seq: &str, fence: &str, prev: &str) -> Result<TurnGrant> {
@@ -415,8 +478,8 @@ impl Coordinator for RedisCoordinator {
             Ok(reply) => reply,
             Err(e) => {
                 // The script may have run with its reply lost: withdraw whatever it queued.
-                lock(&self.orphans).push((key.to_owned(), tid));
-                self.abandon_orphans().await;
+                let _ =
+                    self.repair.now_or_later(Withdraw::Orphans { key: key.to_owned(), tid }).await;
                 return Err(unavailable("taking a ticket", e));
             }
         };
@@ -446,7 +509,10 @@ impl Coordinator for RedisCoordinator {
         if let Some(grant) = &ticket.grant {
             return Ok(grant.clone());
         }
-        let deadline = Instant::now() + timeout;
+        // A wait too long to represent is a wait without end.
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
         let waiter = self.waiters.register(&ticket.key);
         // Releases wake waiters through the subscription; polling only covers what a
         // release cannot announce (a holder that died) and a subscription that is down.
@@ -504,24 +570,12 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
-        lock(&self.waiters.granted).remove(&(ticket.key.clone(), ticket.seq));
-        let (state, queue) = self.keys.turn(&ticket.key);
-        let reply: Vec<String> = self
-            .scripts
-            .cancel
-            .key(state)
-            .key(queue)
-            .arg(&self.incarnation)
-            .arg(ticket.seq)
-            .arg(ms(self.idle_keep))
-            .arg(self.keys.wake_prefix())
-            .arg(&ticket.key)
-            .arg(Keys::alive_prefix(&self.keys.shard(&ticket.key)))
-            .invoke_async(&mut self.conn())
+        // A cancel Redis did not confirm is retried until it is: the ticket must not stay
+        // queued with nobody waiting for it.
+        self.repair
+            .now_or_later(Withdraw::Ticket(ticket.clone()))
             .await
-            .map_err(|e| unavailable("cancelling a ticket", e))?;
-        self.adopt(&ticket.key, reply.get(1..).unwrap_or_default());
-        Ok(())
+            .map_err(|e| unavailable("cancelling a ticket", e))
     }
 
     async fn heartbeat(&self, lease: Duration) -> Result<()> {
@@ -535,15 +589,23 @@ impl Coordinator for RedisCoordinator {
                     .arg(1)
                     .arg("PX")
                     .arg(ms(lease))
-                    .query_async::<()>(&mut conn)
+                    .arg("GET")
+                    .query_async::<Option<String>>(&mut conn)
                     .await
             }
         });
+        let mut expired = false;
         for result in join_all(sets).await {
-            result.map_err(|e| unavailable("renewing the heartbeat", e))?;
+            expired |= result.map_err(|e| unavailable("renewing the heartbeat", e))?.is_none();
         }
-        if !lock(&self.orphans).is_empty() {
-            self.abandon_orphans().await;
+        let was_registered = self.registered.swap(true, std::sync::atomic::Ordering::SeqCst);
+        if expired && was_registered {
+            // Renewed now, but the liveness key had run out: other replicas may have taken
+            // this incarnation's turns and leaderships meanwhile.
+            return Err(Error::LeaseLost {
+                key: self.incarnation.clone(),
+                reason: botmesh_traits::LeaseLostReason::Expired,
+            });
         }
         Ok(())
     }
