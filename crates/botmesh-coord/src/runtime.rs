@@ -45,6 +45,8 @@ struct State {
     unresigned: Mutex<Option<Leadership>>,
     host: Mutex<Option<Arc<dyn Host>>>,
     stopping: AtomicBool,
+    /// Set by a step-down before stopping: no more campaigning, heartbeats go on.
+    stepped_down: AtomicBool,
 }
 
 impl State {
@@ -144,6 +146,7 @@ impl Runtime {
                 unresigned: Mutex::new(None),
                 host: Mutex::new(None),
                 stopping: AtomicBool::new(false),
+                stepped_down: AtomicBool::new(false),
             }),
             turn_wait: cfg.turn_wait,
             settle: cfg.settle,
@@ -206,7 +209,7 @@ async fn election_loop(
     let mut announced_standby = false;
     let mut down_since: Option<Instant> = None;
     loop {
-        if state.stopping.load(Ordering::SeqCst) {
+        if state.stopping.load(Ordering::SeqCst) || state.stepped_down.load(Ordering::SeqCst) {
             return;
         }
         if state.transport_lost.swap(false, Ordering::SeqCst)
@@ -298,6 +301,7 @@ impl Coordination for Runtime {
     async fn start(&self, host: Arc<dyn Host>) -> Result<(), BotError> {
         let state = &self.state;
         state.stopping.store(false, Ordering::SeqCst);
+        state.stepped_down.store(false, Ordering::SeqCst);
         *lock(&state.host) = Some(Arc::clone(&host));
         let started = Instant::now();
         state.coordinator.heartbeat(state.lease).await?;
@@ -320,6 +324,18 @@ impl Coordination for Runtime {
         }
         lock(&self.tasks).extend(tasks);
         Ok(())
+    }
+
+    async fn step_down(&self) {
+        let state = &self.state;
+        state.stepped_down.store(true, Ordering::SeqCst);
+        let lead = lock(&state.leading).take();
+        if let Some(lead) = lead {
+            if let Err(e) = state.coordinator.resign(&lead).await {
+                tracing::warn!(target: "botmesh", error = %e, "resigning failed; the lease will expire");
+            }
+            state.emit(Event::Follower { name: lead.name, reason: "stopping".to_owned() });
+        }
     }
 
     async fn stop(&self) {

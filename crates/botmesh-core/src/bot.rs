@@ -602,6 +602,9 @@ impl Bot {
             }
         }
         let stopped = self.inner.stop_transport().await;
+        if let Some(coordination) = &shared.coordination {
+            coordination.step_down().await;
+        }
         self.inner.dispatcher.close().await;
         if let Some(coordination) = &shared.coordination {
             coordination.stop().await;

@@ -73,6 +73,10 @@ pub trait Coordination: Send + Sync + 'static {
     /// campaigns for it (exclusive sessions).
     async fn start(&self, host: Arc<dyn Host>) -> Result<(), BotError>;
 
+    /// Gives the transport leadership up and stops campaigning, so a standby can connect
+    /// while this replica finishes what it queued. Heartbeats go on until [`stop`](Self::stop).
+    async fn step_down(&self) {}
+
     /// Stops campaigning and heartbeats, and gives leaderships up.
     async fn stop(&self);
 

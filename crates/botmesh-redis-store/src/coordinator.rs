@@ -414,6 +414,8 @@ impl RedisCoordinator {
     }
 
     async fn release(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+        // A hand-over message that arrived after the turn was found by polling is stale now.
+        lock(&self.waiters.granted).remove(&(grant.key.clone(), grant.seq));
         let (state, queue) = self.keys.turn(&grant.key);
         let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
         let reply: Vec<String> = self
