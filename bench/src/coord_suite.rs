@@ -9,9 +9,7 @@ use botmesh_core::{Bot, BotBuilder, BotError, MemoryStore, Store};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 
 use crate::Figures;
-
-const CHATS: usize = 1_000;
-const PER_CHAT: usize = 100;
+use crate::common::{percentile, spread};
 
 fn echo(builder: BotBuilder) -> BotBuilder {
     builder.on_message(|ctx| async move {
@@ -35,40 +33,6 @@ fn replica(
     Ok((bot, provider))
 }
 
-/// Spreads every chat's messages over the replicas like a load balancer (a fixed
-/// pseudo-random pick per message) and returns messages per second.
-async fn throughput(replicas: &[(Bot, TestProvider)]) -> Result<f64, Box<dyn std::error::Error>> {
-    for (bot, _) in replicas {
-        bot.start().await?;
-    }
-    let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
-    let mut pick: u64 = 0x9E37_79B9_7F4A_7C15;
-    let started = Instant::now();
-    for _ in 0..PER_CHAT {
-        for chat in &chats {
-            pick ^= pick << 13;
-            pick ^= pick >> 7;
-            pick ^= pick << 17;
-            let (_, provider) = &replicas[(pick % replicas.len() as u64) as usize];
-            provider.say(chat, "hello");
-        }
-    }
-    for (bot, provider) in replicas {
-        provider.settled(bot).await;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let sent: usize = replicas.iter().map(|(_, p)| p.sent_count()).sum();
-    for (bot, _) in replicas {
-        bot.stop().await?;
-    }
-    if sent != CHATS * PER_CHAT {
-        return Err(format!("{sent} replies for {} messages", CHATS * PER_CHAT).into());
-    }
-    Ok((CHATS * PER_CHAT) as f64 / secs)
-}
-
-/// One chat whose messages alternate between two replicas; returns the gaps between one
-/// replica's handler returning and the other's starting, in microseconds, sorted.
 async fn handoffs() -> Result<Vec<f64>, Box<dyn std::error::Error>> {
     const MESSAGES: usize = 2_000;
     let hub = MemoryCoordinationHub::new();
@@ -120,16 +84,12 @@ async fn handoffs() -> Result<Vec<f64>, Box<dyn std::error::Error>> {
     Ok(gaps)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 pub(crate) async fn run() -> Result<Figures, Box<dyn std::error::Error>> {
     let single = {
         let provider = TestProvider::new();
         let bot = echo(Bot::builder()).provider(provider.clone()).build()?;
-        throughput(&[(bot, provider)]).await?
+        bot.start().await?;
+        spread(&[(bot, provider)]).await?
     };
     let hub3 = {
         let hub = MemoryCoordinationHub::new();
@@ -139,7 +99,10 @@ pub(crate) async fn run() -> Result<Figures, Box<dyn std::error::Error>> {
             replica(&hub, &store, "b")?,
             replica(&hub, &store, "c")?,
         ];
-        throughput(&replicas).await?
+        for (bot, _) in &replicas {
+            bot.start().await?;
+        }
+        spread(&replicas).await?
     };
     let gaps = handoffs().await?;
     Ok(vec![

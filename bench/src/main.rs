@@ -3,6 +3,7 @@
 //! Each suite prints its figures as `name: value unit` and writes them to the JSON file named
 //! on the command line as one flat object `{"name": number}`.
 
+mod common;
 mod coord_suite;
 mod core_suite;
 mod redis_suite;

@@ -20,9 +20,7 @@ use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 
 use crate::Figures;
-
-const CHATS: usize = 1_000;
-const PER_CHAT: usize = 100;
+use crate::common::{percentile, spread};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -49,33 +47,6 @@ async fn coordinated(
         .build()?;
     bot.start().await?;
     Ok((bot, provider))
-}
-
-/// Spreads 1,000 chats × 100 messages over `replicas`; messages per second.
-async fn load(replicas: &[(Bot, TestProvider)]) -> Res<f64> {
-    let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
-    let mut pick: u64 = 0x9E37_79B9_7F4A_7C15;
-    let started = Instant::now();
-    for _ in 0..PER_CHAT {
-        for chat in &chats {
-            pick ^= pick << 13;
-            pick ^= pick >> 7;
-            pick ^= pick << 17;
-            replicas[(pick % replicas.len() as u64) as usize].1.say(chat, "hello");
-        }
-    }
-    for (bot, provider) in replicas {
-        provider.settled(bot).await;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let sent: usize = replicas.iter().map(|(_, p)| p.sent_count()).sum();
-    for (bot, _) in replicas {
-        bot.stop().await?;
-    }
-    if sent != CHATS * PER_CHAT {
-        return Err(format!("{sent} replies for {} messages", CHATS * PER_CHAT).into());
-    }
-    Ok((CHATS * PER_CHAT) as f64 / secs)
 }
 
 async fn flush(url: &str) -> Res<()> {
@@ -225,12 +196,7 @@ async fn naive(url: &str, store: Arc<dyn Store>) -> Res<f64> {
         bot.start().await?;
         replicas.push((bot, provider));
     }
-    load(&replicas).await
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+    spread(&replicas).await
 }
 
 pub(crate) async fn run() -> Res<Figures> {
@@ -249,7 +215,7 @@ pub(crate) async fn run() -> Res<Figures> {
     for id in ["a", "b", "c"] {
         three.push(coordinated(&url, "load", id, Arc::clone(&store), echo(Bot::builder())).await?);
     }
-    let replicas3 = load(&three).await?;
+    let replicas3 = spread(&three).await?;
     if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
         let mut conn =
             redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?;
@@ -271,7 +237,7 @@ pub(crate) async fn run() -> Res<Figures> {
         let bot =
             echo(Bot::builder()).provider(provider.clone()).store(Arc::clone(&store)).build()?;
         bot.start().await?;
-        load(&[(bot, provider)]).await?
+        spread(&[(bot, provider)]).await?
     };
 
     flush(&url).await?;

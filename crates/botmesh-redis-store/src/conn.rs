@@ -7,6 +7,8 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use crate::RedisOptions;
+
 /// A connection that reconnects by itself: a connection manager on one server, the cluster
 /// connection (which follows the slot map) on a cluster.
 #[derive(Clone)]
@@ -120,6 +122,18 @@ impl Connect {
             }
         };
         Ok((conn, client))
+    }
+}
+
+impl From<&RedisOptions> for Connect {
+    fn from(options: &RedisOptions) -> Self {
+        Self {
+            urls: options.urls.clone(),
+            cluster: options.cluster,
+            response_timeout: options.response_timeout,
+            connection_timeout: options.connection_timeout,
+            tls_root: options.tls_root.clone(),
+        }
     }
 }
 

@@ -160,9 +160,8 @@ pub struct RedisCoordinator {
     /// A connection of its own for heartbeats, so renewals never queue behind message traffic.
     heartbeat_conn: tokio::sync::OnceCell<Conn>,
     client: redis::Client,
-    cluster_urls: Option<Vec<String>>,
-    tls_root: Option<Vec<u8>>,
-    timeouts: (Duration, Duration),
+    /// How to open the heartbeat connection.
+    connect: Connect,
 }
 
 impl std::fmt::Debug for RedisCoordinator {
@@ -269,14 +268,7 @@ impl RedisCoordinator {
 
     /// Connects with full options.
     pub async fn connect(options: RedisOptions) -> Result<Self> {
-        let connect = Connect {
-            urls: options.urls.clone(),
-            cluster: options.cluster,
-            response_timeout: options.response_timeout,
-            connection_timeout: options.connection_timeout,
-            tls_root: options.tls_root.clone(),
-        };
-        let (conn, client) = connect.open().await?;
+        let (conn, client) = Connect::from(&options).open().await?;
         let keys = Keys::new(&options.prefix, options.layout);
         Ok(Self::from_parts(conn, client, keys, &options, Duration::from_secs(15)))
     }
@@ -329,9 +321,7 @@ impl RedisCoordinator {
             registered: std::sync::atomic::AtomicBool::new(false),
             heartbeat_conn: tokio::sync::OnceCell::new(),
             client: client_for_heartbeat,
-            cluster_urls: options.cluster.then(|| options.urls.clone()),
-            tls_root: options.tls_root.clone(),
-            timeouts: (options.connection_timeout, options.response_timeout),
+            connect: Connect::from(options),
         }
     }
 
@@ -339,17 +329,10 @@ impl RedisCoordinator {
     async fn heartbeat_conn(&self) -> Result<Conn> {
         self.heartbeat_conn
             .get_or_try_init(|| async {
-                let connect = Connect {
-                    urls: self.cluster_urls.clone().unwrap_or_default(),
-                    cluster: self.cluster_urls.is_some(),
-                    connection_timeout: self.timeouts.0,
-                    response_timeout: self.timeouts.1,
-                    tls_root: self.tls_root.clone(),
-                };
-                if connect.cluster {
-                    connect.open().await.map(|(conn, _)| conn)
+                if self.connect.cluster {
+                    self.connect.open().await.map(|(conn, _)| conn)
                 } else {
-                    connect.open_single(self.client.clone()).await
+                    self.connect.open_single(self.client.clone()).await
                 }
             })
             .await

@@ -109,14 +109,7 @@ impl RedisStore {
 
     /// Connects with full options (a cluster, timeouts).
     pub async fn connect(options: RedisOptions) -> Result<Self> {
-        let connect = Connect {
-            urls: options.urls.clone(),
-            cluster: options.cluster,
-            response_timeout: options.response_timeout,
-            connection_timeout: options.connection_timeout,
-            tls_root: options.tls_root.clone(),
-        };
-        let (conn, client) = connect.open().await?;
+        let (conn, client) = Connect::from(&options).open().await?;
         Ok(Self {
             conn,
             client,

@@ -1,0 +1,48 @@
+//! What the suites share: spreading a load over bots like a load balancer, and percentiles.
+
+use std::time::Instant;
+
+use botmesh_core::Bot;
+use botmesh_testing::TestProvider;
+
+/// Chats in a load run.
+pub(crate) const CHATS: usize = 1_000;
+/// Messages per chat in a load run.
+pub(crate) const PER_CHAT: usize = 100;
+
+/// Sends 1,000 chats × 100 messages spread over `replicas` (a fixed pseudo-random pick per
+/// message, as a load balancer would), waits until all are answered, stops the bots, and
+/// returns messages per second.
+pub(crate) async fn spread(
+    replicas: &[(Bot, TestProvider)],
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
+    let mut pick: u64 = 0x9E37_79B9_7F4A_7C15;
+    let started = Instant::now();
+    for _ in 0..PER_CHAT {
+        for chat in &chats {
+            pick ^= pick << 13;
+            pick ^= pick >> 7;
+            pick ^= pick << 17;
+            replicas[(pick % replicas.len() as u64) as usize].1.say(chat, "hello");
+        }
+    }
+    for (bot, provider) in replicas {
+        provider.settled(bot).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let sent: usize = replicas.iter().map(|(_, p)| p.sent_count()).sum();
+    for (bot, _) in replicas {
+        bot.stop().await?;
+    }
+    if sent != CHATS * PER_CHAT {
+        return Err(format!("{sent} replies for {} messages", CHATS * PER_CHAT).into());
+    }
+    Ok((CHATS * PER_CHAT) as f64 / secs)
+}
+
+/// The `p` quantile of sorted samples.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
+    sorted.get(i.min(sorted.len().saturating_sub(1))).copied().unwrap_or(0.0)
+}
