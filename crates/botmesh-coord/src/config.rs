@@ -10,6 +10,7 @@ use crate::runtime::Runtime;
 
 /// Where a provider's transport runs when the bot has several replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 #[non_exhaustive]
 pub enum ProviderSession {
     /// Exclusive sessions (as the provider declares them) run on the elected replica only;
@@ -130,5 +131,93 @@ impl CoordinationConfig {
     /// Builds the runtime.
     pub fn build(self) -> Arc<dyn Coordination> {
         Arc::new(Runtime::new(self))
+    }
+}
+
+/// Coordination settings as a configuration file holds them, with durations as text
+/// (`"15s"`, `"2m"`). Fields left out keep [`CoordinationConfig`]'s defaults.
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// let settings: botmesh_coord::CoordinationSettings =
+///     serde_json::from_str(r#"{ "lease": "10s", "settle": "90s", "provider_session": "leader" }"#).unwrap();
+/// assert_eq!(settings.lease, Some(std::time::Duration::from_secs(10)));
+/// # }
+/// ```
+#[cfg(feature = "serde")]
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CoordinationSettings {
+    /// See [`CoordinationConfig::lease`].
+    #[serde(with = "humantime_serde")]
+    pub lease: Option<Duration>,
+    /// See [`CoordinationConfig::turn_wait`].
+    #[serde(with = "humantime_serde")]
+    pub turn_wait: Option<Duration>,
+    /// See [`CoordinationConfig::settle`].
+    #[serde(with = "humantime_serde")]
+    pub settle: Option<Duration>,
+    /// See [`CoordinationConfig::provider_session`].
+    pub provider_session: Option<ProviderSession>,
+    /// See [`CoordinationConfig::provider_down`].
+    #[serde(with = "humantime_serde")]
+    pub provider_down: Option<Duration>,
+    /// See [`CoordinationConfig::step_down_pause`].
+    #[serde(with = "humantime_serde")]
+    pub step_down_pause: Option<Duration>,
+}
+
+#[cfg(feature = "serde")]
+impl CoordinationSettings {
+    /// Applies the settings that are present to `config`.
+    pub fn apply(self, mut config: CoordinationConfig) -> CoordinationConfig {
+        if let Some(v) = self.lease {
+            config = config.lease(v);
+        }
+        if let Some(v) = self.turn_wait {
+            config = config.turn_wait(v);
+        }
+        if let Some(v) = self.settle {
+            config = config.settle(v);
+        }
+        if let Some(v) = self.provider_session {
+            config = config.provider_session(v);
+        }
+        if let Some(v) = self.provider_down {
+            config = config.provider_down(v);
+        }
+        if let Some(v) = self.step_down_pause {
+            config = config.step_down_pause(v);
+        }
+        config
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+    use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
+
+    #[test]
+    fn settings_from_a_config_file_override_only_what_they_name() {
+        let settings: CoordinationSettings = serde_json::from_str(
+            r#"{ "lease": "10s", "turn_wait": "1m 30s", "provider_session": "shared" }"#,
+        )
+        .unwrap();
+        let config = settings.apply(CoordinationConfig::new(MemoryCoordinator::new(
+            MemoryCoordinationHub::new(),
+            "a",
+        )));
+        assert_eq!(config.get_lease(), Duration::from_secs(10));
+        assert_eq!(config.get_turn_wait(), Duration::from_secs(90));
+        assert_eq!(config.get_settle(), Duration::from_secs(60), "left out: the default");
+        assert_eq!(config.provider_session, ProviderSession::Shared);
+    }
+
+    #[test]
+    fn unknown_settings_are_refused() {
+        assert!(serde_json::from_str::<CoordinationSettings>(r#"{ "lease_ms": 10 }"#).is_err());
+        assert!(serde_json::from_str::<CoordinationSettings>(r#"{ "lease": "soon" }"#).is_err());
     }
 }

@@ -44,12 +44,15 @@
 //!
 //! # Feature flags
 //!
-//! None.
+//! - `serde`: `CoordinationSettings`, the settings as a configuration file holds them, with
+//!   durations as text (`"15s"`).
 
 mod config;
 mod lead;
 mod runtime;
 
+#[cfg(feature = "serde")]
+pub use config::CoordinationSettings;
 pub use config::{CoordinationConfig, ProviderSession};
 pub use lead::{Lead, LeadExt};
 
