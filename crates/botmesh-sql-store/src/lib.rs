@@ -1,0 +1,23 @@
+//! SQL stores for botmesh, on sqlx.
+//!
+//! [`PostgresStore`] implements every [`Store`](botmesh_traits::Store) method. Every
+//! compare-and-set is one statement: a conditional `UPDATE` or an
+//! `INSERT ... ON CONFLICT ... WHERE`, so two replicas racing one revision cannot both win.
+//! Fences (of locks and leases) and checkpoint revisions are counted by the database, not the
+//! client, and rows are never deleted when cleared, so a revision never repeats. Times to
+//! live are compared with the database's clock.
+//!
+//! The schema is embedded and applied on connect under an advisory lock, so replicas starting
+//! together apply it once; a schema from a newer version of this crate is refused.
+//!
+//! # Feature flags
+//!
+//! - `postgres` (default): [`PostgresStore`].
+//!
+//! MySQL/MariaDB and SQLite stores are not there yet.
+
+#[cfg(feature = "postgres")]
+mod postgres;
+
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};

@@ -1,0 +1,122 @@
+//! `PostgresStore` against the machine's real PostgreSQL, each test in a fresh database that is
+//! dropped afterwards.
+#![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
+
+use std::sync::Arc;
+
+use botmesh_sql_store::{PostgresOptions, PostgresStore};
+use botmesh_testing::store_conformance;
+use botmesh_traits::{CasOutcome, CheckpointWrite, ErrorKind, Store};
+use sqlx::Executor;
+
+const SERVER: &str = "postgres://postgres@127.0.0.1:5432";
+
+/// A database of its own for one test.
+struct Fresh {
+    admin: sqlx::PgPool,
+    name: String,
+}
+
+impl Fresh {
+    async fn new() -> Self {
+        let admin = sqlx::PgPool::connect(&format!("{SERVER}/postgres")).await.unwrap();
+        let name = format!("botmesh_{}", uuid::Uuid::new_v4().simple());
+        admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.unwrap();
+        Self { admin, name }
+    }
+
+    fn url(&self) -> String {
+        format!("{SERVER}/{}", self.name)
+    }
+
+    async fn drop_db(self) {
+        self.admin
+            .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE {} WITH (FORCE)", self.name)))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_passes_the_store_conformance_suite() {
+    let db = Fresh::new().await;
+    store_conformance(Arc::new(PostgresStore::new(&db.url()).await.unwrap())).await;
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_writers_on_two_pools_racing_one_revision_have_exactly_one_winner_each_round() {
+    let db = Fresh::new().await;
+    let pools = [
+        PostgresStore::new(&db.url()).await.unwrap(),
+        PostgresStore::new(&db.url()).await.unwrap(),
+    ];
+    let first = pools[0].set_checkpoint("race", &CheckpointWrite::new("0")).await.unwrap();
+    let mut expected = first;
+    for round in 0..1000 {
+        let mut tasks = Vec::new();
+        for w in 0..8 {
+            let store = pools[w % 2].clone();
+            tasks.push(tokio::spawn(async move {
+                store
+                    .set_checkpoint_if(
+                        "race",
+                        &CheckpointWrite::new(format!("{round}:{w}")),
+                        Some(expected),
+                    )
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut winners = Vec::new();
+        for t in tasks {
+            if let CasOutcome::Written { revision } = t.await.unwrap() {
+                winners.push(revision);
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: exactly one winner");
+        expected = winners[0];
+    }
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_apply_the_schema_once() {
+    let db = Fresh::new().await;
+    let url = db.url();
+    let starts: Vec<_> =
+        (0..4).map(|_| tokio::spawn(PostgresStore::new_owned(url.clone()))).collect();
+    for s in starts {
+        s.await.unwrap().unwrap();
+    }
+    let store = PostgresStore::new(&url).await.unwrap();
+    let versions: i64 = sqlx::query_scalar("SELECT count(*) FROM botmesh_schema")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(versions, 1);
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_from_a_newer_version_is_refused() {
+    let db = Fresh::new().await;
+    let store = PostgresStore::new(&db.url()).await.unwrap();
+    store.pool().execute("INSERT INTO botmesh_schema (version) VALUES (99)").await.unwrap();
+    let err = PostgresStore::new(&db.url()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert!(format!("{err:?}").contains("newer"), "{err:?}");
+    store.pool().close().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_wrong_url_and_a_missing_database_are_clear_errors() {
+    let err = PostgresStore::new("not a url").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    let options = PostgresOptions::new(format!("{SERVER}/botmesh_does_not_exist"))
+        .acquire_timeout(std::time::Duration::from_secs(2));
+    let err = PostgresStore::connect(options).await.unwrap_err();
+    let text = format!("{err} {:?}", std::error::Error::source(&err));
+    assert!(text.contains("does not exist"), "{text}");
+}
