@@ -178,28 +178,49 @@ fn test(filters: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// The README's promise: a piped conversation with the shop example completes an order.
+/// The README's promises: a piped conversation with the shop example completes an order, and
+/// an order in progress survives a restart of the example (its SQLite file keeps it).
 fn shop_smoke() -> Result<()> {
-    let input = "order\nM\n2\nyes\n";
+    let db = env::temp_dir().join(format!("botmesh-shop-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&db);
+    let result = (|| {
+        let out = shop_run(&db, "order\nM\n2\nyes\n")?;
+        if !out.contains("Order placed: 2 x M for $24") {
+            bail!("the shop example did not complete the order");
+        }
+        println!("shop example: order completed");
+        shop_run(&db, "order\nL\n")?;
+        let out = shop_run(&db, "3\nyes\n")?;
+        if !out.contains("Order placed: 3 x L for $42") {
+            bail!("the order in progress did not survive the restart");
+        }
+        println!("shop example: order in progress survived a restart");
+        Ok(())
+    })();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    result
+}
+
+/// Runs the shop example on `db` with `input` piped in; returns what it printed.
+fn shop_run(db: &Path, input: &str) -> Result<String> {
     println!("shop example: printf {input:?} | cargo run --example shop");
     let mut child = cargo()
         .args(["run", "--quiet", "--example", "shop"])
+        .env("SHOP_DB", db)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .context("starting the shop example")?;
     child.stdin.take().context("stdin")?.write_all(input.as_bytes())?;
     let out = child.wait_with_output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     print!("{stdout}");
     if !out.status.success() {
         bail!("the shop example exited with {}", out.status);
     }
-    if !stdout.contains("Order placed: 2 x M for $24") {
-        bail!("the shop example did not complete the order");
-    }
-    println!("shop example: order completed");
-    Ok(())
+    Ok(stdout)
 }
 
 fn bench(args: &[&str]) -> Result<()> {

@@ -1,6 +1,6 @@
 //! SQL stores for botmesh, on sqlx.
 //!
-//! [`PostgresStore`] implements every [`Store`](botmesh_traits::Store) method. Every
+//! `PostgresStore` and `SqliteStore` implement every [`Store`](botmesh_traits::Store) method. Every
 //! compare-and-set is one statement: a conditional `UPDATE` or an
 //! `INSERT ... ON CONFLICT ... WHERE`, so two replicas racing one revision cannot both win.
 //! Fences (of locks and leases) and checkpoint revisions are counted by the database, not the
@@ -12,12 +12,18 @@
 //!
 //! # Feature flags
 //!
-//! - `postgres` (default): [`PostgresStore`].
+//! - `postgres` (default): `PostgresStore`.
+//! - `sqlite` (default): `SqliteStore`, a file or in memory, for one process.
 //!
-//! MySQL/MariaDB and SQLite stores are not there yet.
+//! A MySQL/MariaDB store is not there yet.
 
 #[cfg(feature = "postgres")]
 mod postgres;
 
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteOptions, SqliteStore};

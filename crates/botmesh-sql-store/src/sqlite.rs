@@ -1,0 +1,549 @@
+//! [`SqliteStore`].
+
+use std::time::Duration;
+
+use botmesh_traits::{
+    BoxError, CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
+    InboxAppend, InboxRecord, InboxState, LeaseGrant, Result, Store, StoreCapabilities,
+    async_trait,
+};
+use std::str::FromStr;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::{AssertSqlSafe, Executor, Row};
+
+/// The schema, one entry per version. Applied in order; never edit a released entry.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE botmesh_chats (
+  id TEXT PRIMARY KEY, provider TEXT NOT NULL, lang TEXT,
+  first_seen_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL);
+CREATE TABLE botmesh_users (key TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE botmesh_checkpoints (
+  key TEXT PRIMARY KEY, data TEXT, revision INTEGER NOT NULL, expires_at INTEGER);
+CREATE TABLE botmesh_locks (
+  key TEXT PRIMARY KEY, token TEXT, fence INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+CREATE TABLE botmesh_leases (
+  name TEXT PRIMARY KEY, holder TEXT, fence INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+CREATE TABLE botmesh_inbox (
+  id TEXT PRIMARY KEY, key TEXT NOT NULL, payload TEXT NOT NULL, owner TEXT NOT NULL,
+  state TEXT NOT NULL, seq INTEGER NOT NULL, retain_ms INTEGER NOT NULL, forget_at INTEGER);
+CREATE INDEX botmesh_inbox_pending ON botmesh_inbox (seq) WHERE state = 'pending';
+CREATE TABLE botmesh_outbox (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL);
+"];
+
+/// `?n` milliseconds from now, on the database's clock; times are stored as milliseconds since
+/// the Unix epoch.
+const IN_MS: &str = "(CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + $N)";
+
+fn after(n: usize) -> String {
+    IN_MS.replace("$N", &format!("?{n}"))
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2).max(1)
+}
+
+fn db(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
+    move |e| Error::store(op, e)
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Where the SQLite database lives.
+///
+/// Defaults: up to 4 pooled connections (1 for an in-memory database, which lives in one
+/// connection), 5 s to wait for a lock, write-ahead logging, and the schema applied on open.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    url: String,
+    max_connections: u32,
+    busy_timeout: Duration,
+    migrate: bool,
+}
+
+impl SqliteOptions {
+    /// A database file at `path`, created when missing.
+    pub fn file(path: impl AsRef<std::path::Path>) -> Self {
+        Self::url(format!("sqlite://{}", path.as_ref().display()))
+    }
+
+    /// A database in memory, gone with the store.
+    pub fn in_memory() -> Self {
+        let mut options = Self::url("sqlite::memory:");
+        options.max_connections = 1;
+        options
+    }
+
+    /// A database at a `sqlite:` URL.
+    pub fn url(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 4,
+            busy_timeout: Duration::from_secs(5),
+            migrate: true,
+        }
+    }
+
+    /// How long a write waits for another to finish.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Whether to apply the embedded schema on open (the default).
+    pub fn migrate(mut self, yes: bool) -> Self {
+        self.migrate = yes;
+        self
+    }
+}
+
+/// A [`Store`] in a SQLite file (or in memory), for a single process: the shop example keeps
+/// its conversations here so that they survive a restart.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database file at `path`.
+    pub async fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        Self::connect(SqliteOptions::file(path)).await
+    }
+
+    /// An in-memory database.
+    pub async fn in_memory() -> Result<Self> {
+        Self::connect(SqliteOptions::in_memory()).await
+    }
+
+    /// Opens with full options, and applies the schema unless told not to.
+    pub async fn connect(options: SqliteOptions) -> Result<Self> {
+        let connect = SqliteConnectOptions::from_str(&options.url)
+            .map_err(|e| Error::Configuration(BoxError::from(format!("invalid SQLite URL: {e}"))))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(options.busy_timeout);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(options.max_connections)
+            .connect_with(connect)
+            .await
+            .map_err(|e| Error::store("connect", e))?;
+        let store = Self { pool };
+        if options.migrate {
+            store.migrate().await?;
+        }
+        Ok(store)
+    }
+
+    /// The pool, for code that shares it.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Applies the embedded schema versions not applied yet, in one immediate transaction so
+    /// that two processes opening the file together apply each once.
+    pub async fn migrate(&self) -> Result<()> {
+        let mut conn = self.pool.acquire().await.map_err(db("migrate"))?;
+        conn.execute("BEGIN IMMEDIATE").await.map_err(db("migrate"))?;
+        let applied = async {
+            conn.execute("CREATE TABLE IF NOT EXISTS botmesh_schema (version INTEGER NOT NULL)")
+                .await
+                .map_err(db("migrate"))?;
+            let version: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM botmesh_schema")
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(db("migrate"))?;
+            let version = usize::try_from(version.unwrap_or(0)).unwrap_or(0);
+            if version > MIGRATIONS.len() {
+                return Err(Error::Configuration(BoxError::from(format!(
+                    "the database schema is at version {version}, newer than this botmesh-sql-store knows ({})",
+                    MIGRATIONS.len()
+                ))));
+            }
+            for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+                conn.execute(*sql).await.map_err(db("migrate"))?;
+                sqlx::query("INSERT INTO botmesh_schema (version) VALUES (?1)")
+                    .bind(i64::try_from(i + 1).unwrap_or(i64::MAX))
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db("migrate"))?;
+            }
+            Ok(())
+        }
+        .await;
+        let end = if applied.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        conn.execute(end).await.map_err(db("migrate"))?;
+        applied
+    }
+
+    async fn current_revision(&self, key: &str) -> Result<Option<u64>> {
+        Ok(self.get_checkpoint(key).await?.map(|c| c.revision))
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn capabilities(&self) -> StoreCapabilities {
+        StoreCapabilities::full_shared()
+    }
+
+    async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO botmesh_chats (id, provider, lang, first_seen_ms, last_seen_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (id) DO UPDATE SET provider = EXCLUDED.provider,
+               lang = COALESCE(EXCLUDED.lang, botmesh_chats.lang),
+               last_seen_ms = MAX(botmesh_chats.last_seen_ms, EXCLUDED.last_seen_ms)",
+        )
+        .bind(chat.id.as_str())
+        .bind(&chat.provider)
+        .bind(chat.lang.as_deref())
+        .bind(to_i64(chat.first_seen_ms))
+        .bind(to_i64(chat.last_seen_ms))
+        .execute(&self.pool)
+        .await
+        .map_err(db("upsert_chat"))?;
+        Ok(())
+    }
+
+    async fn get_chat(&self, id: &ChatId) -> Result<Option<ChatRecord>> {
+        let row = sqlx::query(
+            "SELECT provider, lang, first_seen_ms, last_seen_ms FROM botmesh_chats WHERE id = ?1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("get_chat"))?;
+        Ok(row.map(|r| {
+            let mut c = ChatRecord::new(id.clone(), r.get::<String, _>(0), to_u64(r.get(2)));
+            c.lang = r.get(1);
+            c.last_seen_ms = to_u64(r.get(3));
+            c
+        }))
+    }
+
+    async fn get_user_data(&self, key: &str) -> Result<Option<String>> {
+        sqlx::query_scalar("SELECT data FROM botmesh_users WHERE key = ?1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("get_user_data"))
+    }
+
+    async fn set_user_data(&self, key: &str, data: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO botmesh_users (key, data) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data",
+        )
+        .bind(key)
+        .bind(data)
+        .execute(&self.pool)
+        .await
+        .map_err(db("set_user_data"))?;
+        Ok(())
+    }
+
+    async fn get_checkpoint(&self, key: &str) -> Result<Option<CheckpointRecord>> {
+        let row = sqlx::query(
+            "SELECT data, revision FROM botmesh_checkpoints
+             WHERE key = ?1 AND data IS NOT NULL AND (expires_at IS NULL OR expires_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("get_checkpoint"))?;
+        Ok(row.map(|r| CheckpointRecord::new(r.get::<String, _>(0), to_u64(r.get(1)))))
+    }
+
+    async fn set_checkpoint(&self, key: &str, write: &CheckpointWrite) -> Result<u64> {
+        let sql = format!(
+            "INSERT INTO botmesh_checkpoints (key, data, revision, expires_at)
+             VALUES (?1, ?2, 1, CASE WHEN ?3 IS NULL THEN NULL ELSE {} END)
+             ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data,
+               revision = botmesh_checkpoints.revision + 1, expires_at = EXCLUDED.expires_at
+             RETURNING revision",
+            after(3)
+        );
+        let rev: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(key)
+            .bind(&write.data)
+            .bind(write.ttl.map(ms))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db("set_checkpoint"))?;
+        Ok(to_u64(rev))
+    }
+
+    async fn clear_checkpoint(&self, key: &str) -> Result<()> {
+        sqlx::query("UPDATE botmesh_checkpoints SET data = NULL WHERE key = ?1")
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map_err(db("clear_checkpoint"))?;
+        Ok(())
+    }
+
+    async fn set_checkpoint_if(
+        &self,
+        key: &str,
+        write: &CheckpointWrite,
+        expected: Option<u64>,
+    ) -> Result<CasOutcome> {
+        let expires = format!("CASE WHEN ?3 IS NULL THEN NULL ELSE {} END", after(3));
+        let live = "botmesh_checkpoints.data IS NOT NULL AND (botmesh_checkpoints.expires_at IS NULL OR botmesh_checkpoints.expires_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))";
+        let written: Option<i64> = match expected {
+            Some(rev) => {
+                let sql = format!(
+                    "UPDATE botmesh_checkpoints SET data = ?2, revision = revision + 1, expires_at = {expires}
+                     WHERE key = ?1 AND revision = ?4 AND {live} RETURNING revision"
+                );
+                sqlx::query_scalar(AssertSqlSafe(sql))
+                    .bind(key)
+                    .bind(&write.data)
+                    .bind(write.ttl.map(ms))
+                    .bind(to_i64(rev))
+                    .fetch_optional(&self.pool)
+                    .await
+            }
+            None => {
+                let sql = format!(
+                    "INSERT INTO botmesh_checkpoints (key, data, revision, expires_at) VALUES (?1, ?2, 1, {expires})
+                     ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data,
+                       revision = botmesh_checkpoints.revision + 1, expires_at = EXCLUDED.expires_at
+                     WHERE NOT ({live}) RETURNING revision"
+                );
+                sqlx::query_scalar(AssertSqlSafe(sql))
+                    .bind(key)
+                    .bind(&write.data)
+                    .bind(write.ttl.map(ms))
+                    .fetch_optional(&self.pool)
+                    .await
+            }
+        }
+        .map_err(db("set_checkpoint_if"))?;
+        Ok(match written {
+            Some(rev) => CasOutcome::Written { revision: to_u64(rev) },
+            None => CasOutcome::Conflict { current: self.current_revision(key).await? },
+        })
+    }
+
+    async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE botmesh_checkpoints SET data = NULL
+             WHERE key = ?1 AND revision = ?2 AND data IS NOT NULL AND (expires_at IS NULL OR expires_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))",
+        )
+        .bind(key)
+        .bind(to_i64(expected))
+        .execute(&self.pool)
+        .await
+        .map_err(db("clear_checkpoint_if"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
+        let token = uuid::Uuid::new_v4().to_string();
+        let sql = format!(
+            "INSERT INTO botmesh_locks (key, token, fence, expires_at) VALUES (?1, ?2, 1, {})
+             ON CONFLICT (key) DO UPDATE SET token = EXCLUDED.token, fence = botmesh_locks.fence + 1,
+               expires_at = EXCLUDED.expires_at
+             WHERE botmesh_locks.token IS NULL OR botmesh_locks.expires_at <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+             RETURNING fence",
+            after(3)
+        );
+        let fence: Option<i64> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(key)
+            .bind(&token)
+            .bind(ms(ttl))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("acquire_lock_fenced"))?;
+        Ok(fence.map(|f| FencedLock::new(token, to_u64(f))))
+    }
+
+    async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
+        let sql = format!(
+            "UPDATE botmesh_locks SET expires_at = {} WHERE key = ?1 AND token = ?2 AND expires_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+            after(3)
+        );
+        let done = sqlx::query(AssertSqlSafe(sql))
+            .bind(key)
+            .bind(token)
+            .bind(ms(ttl))
+            .execute(&self.pool)
+            .await;
+        Ok(done.map_err(db("renew_lock"))?.rows_affected() == 1)
+    }
+
+    async fn release_lock(&self, key: &str, token: &str) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE botmesh_locks SET token = NULL WHERE key = ?1 AND token = ?2 AND expires_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+        )
+        .bind(key)
+        .bind(token)
+        .execute(&self.pool)
+        .await
+        .map_err(db("release_lock"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<LeaseGrant>> {
+        let sql = format!(
+            "INSERT INTO botmesh_leases (name, holder, fence, expires_at) VALUES (?1, ?2, 1, {})
+             ON CONFLICT (name) DO UPDATE SET
+               fence = CASE WHEN botmesh_leases.holder = EXCLUDED.holder AND botmesh_leases.expires_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+                 THEN botmesh_leases.fence ELSE botmesh_leases.fence + 1 END,
+               holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+             WHERE botmesh_leases.holder IS NULL OR botmesh_leases.expires_at <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+               OR botmesh_leases.holder = EXCLUDED.holder
+             RETURNING fence",
+            after(3)
+        );
+        let fence: Option<i64> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(name)
+            .bind(holder)
+            .bind(ms(ttl))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("acquire_lease"))?;
+        Ok(fence.map(|f| LeaseGrant::new(to_u64(f))))
+    }
+
+    async fn renew_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool> {
+        let sql = format!(
+            "UPDATE botmesh_leases SET expires_at = {} WHERE name = ?1 AND holder = ?2 AND expires_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+            after(3)
+        );
+        let done = sqlx::query(AssertSqlSafe(sql))
+            .bind(name)
+            .bind(holder)
+            .bind(ms(ttl))
+            .execute(&self.pool)
+            .await;
+        Ok(done.map_err(db("renew_lease"))?.rows_affected() == 1)
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE botmesh_leases SET holder = NULL WHERE name = ?1 AND holder = ?2 AND expires_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+        )
+        .bind(name)
+        .bind(holder)
+        .execute(&self.pool)
+        .await
+        .map_err(db("release_lease"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
+        // An acknowledged id past its retention is forgotten first. (A data-modifying CTE
+        // would not do: the insert's conflict check runs on the same snapshot.)
+        sqlx::query("DELETE FROM botmesh_inbox WHERE id = ?1 AND forget_at <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)")
+            .bind(&record.id)
+            .execute(&self.pool)
+            .await
+            .map_err(db("inbox_append"))?;
+        let acked = record.state == InboxState::Acked;
+        let sql = format!(
+            "INSERT INTO botmesh_inbox (id, key, payload, owner, state, retain_ms, forget_at, seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, CASE WHEN ?7 THEN {} ELSE NULL END,
+               (SELECT COALESCE(MAX(seq), 0) + 1 FROM botmesh_inbox))
+             ON CONFLICT (id) DO NOTHING RETURNING id",
+            after(6)
+        );
+        let inserted: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(&record.id)
+            .bind(&record.key)
+            .bind(&record.payload)
+            .bind(&record.owner)
+            .bind(if acked { "acked" } else { "pending" })
+            .bind(ms(retain))
+            .bind(acked)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("inbox_append"))?;
+        if inserted.is_some() {
+            return Ok(InboxAppend::Appended);
+        }
+        let state: Option<String> =
+            sqlx::query_scalar("SELECT state FROM botmesh_inbox WHERE id = ?1")
+                .bind(&record.id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db("inbox_append"))?;
+        Ok(InboxAppend::Duplicate {
+            state: if state.as_deref() == Some("acked") {
+                InboxState::Acked
+            } else {
+                InboxState::Pending
+            },
+        })
+    }
+
+    async fn inbox_ack(&self, id: &str) -> Result<()> {
+        sqlx::query(
+            "UPDATE botmesh_inbox SET state = 'acked', forget_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + retain_ms WHERE id = ?1",
+        )
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(db("inbox_ack"))?;
+        Ok(())
+    }
+
+    async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
+        let rows = sqlx::query(
+            "SELECT id, key, payload, owner FROM botmesh_inbox WHERE state = 'pending' ORDER BY seq LIMIT ?1",
+        )
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("inbox_pending"))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                InboxRecord::pending(
+                    r.get::<String, _>(0),
+                    r.get::<String, _>(1),
+                    r.get::<String, _>(2),
+                    r.get::<String, _>(3),
+                )
+            })
+            .collect())
+    }
+
+    async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
+        let done = sqlx::query("UPDATE botmesh_inbox SET owner = ?3 WHERE id = ?1 AND owner = ?2 AND state = 'pending'")
+            .bind(id)
+            .bind(from)
+            .bind(to)
+            .execute(&self.pool)
+            .await
+            .map_err(db("inbox_claim"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
+        let sql = format!(
+            "INSERT INTO botmesh_outbox (key, expires_at) VALUES (?1, {})
+             ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at
+             WHERE botmesh_outbox.expires_at <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) RETURNING key",
+            after(2)
+        );
+        let claimed: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(key)
+            .bind(ms(ttl))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("outbox_claim"))?;
+        Ok(claimed.is_some())
+    }
+}

@@ -1,0 +1,69 @@
+//! `SqliteStore` in a temporary file and in memory.
+#![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
+
+use std::sync::Arc;
+
+use botmesh_sql_store::SqliteStore;
+use botmesh_testing::store_conformance;
+use botmesh_traits::{CasOutcome, CheckpointWrite, Store};
+
+fn temp_file() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("botmesh-{}.db", uuid::Uuid::new_v4().simple()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_in_a_file_passes_the_store_conformance_suite() {
+    let path = temp_file();
+    store_conformance(Arc::new(SqliteStore::open(&path).await.unwrap())).await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_in_memory_passes_the_store_conformance_suite() {
+    store_conformance(Arc::new(SqliteStore::in_memory().await.unwrap())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_survives_reopening_the_file() {
+    let path = temp_file();
+    let store = SqliteStore::open(&path).await.unwrap();
+    let rev = store.set_checkpoint("c", &CheckpointWrite::new(r#"{"step":1}"#)).await.unwrap();
+    store.pool().close().await;
+    drop(store);
+    let reopened = SqliteStore::open(&path).await.unwrap();
+    let got = reopened.get_checkpoint("c").await.unwrap().unwrap();
+    assert_eq!((got.data.as_str(), got.revision), (r#"{"step":1}"#, rev));
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_racing_one_revision_have_exactly_one_winner() {
+    let path = temp_file();
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut expected = store.set_checkpoint("race", &CheckpointWrite::new("0")).await.unwrap();
+    for round in 0..200 {
+        let mut tasks = Vec::new();
+        for w in 0..4 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                store
+                    .set_checkpoint_if(
+                        "race",
+                        &CheckpointWrite::new(format!("{round}:{w}")),
+                        Some(expected),
+                    )
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut winners = Vec::new();
+        for t in tasks {
+            if let CasOutcome::Written { revision } = t.await.unwrap() {
+                winners.push(revision);
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}");
+        expected = winners[0];
+    }
+    let _ = std::fs::remove_file(&path);
+}
