@@ -1,6 +1,6 @@
 //! SQL stores for botmesh, on sqlx.
 //!
-//! `PostgresStore` and `SqliteStore` implement every [`Store`](botmesh_traits::Store) method. Every
+//! `PostgresStore`, `MySqlStore` and `SqliteStore` implement every [`Store`](botmesh_traits::Store) method. Every
 //! compare-and-set is one statement: a conditional `UPDATE` or an
 //! `INSERT ... ON CONFLICT ... WHERE`, so two replicas racing one revision cannot both win.
 //! Fences (of locks and leases) and checkpoint revisions are counted by the database, not the
@@ -14,15 +14,18 @@
 //!
 //! - `postgres` (default): `PostgresStore`.
 //! - `sqlite` (default): `SqliteStore`, a file or in memory, for one process.
-//!
-//! A MySQL/MariaDB store is not there yet.
+//! - `mysql` (default): `MySqlStore`, for MySQL and MariaDB.
 
 #[cfg(feature = "postgres")]
 mod postgres;
 
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+#[cfg(feature = "mysql")]
+pub use mysql::{MySqlOptions, MySqlStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
