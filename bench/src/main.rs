@@ -7,6 +7,7 @@ mod common;
 mod coord_suite;
 mod core_suite;
 mod redis_suite;
+mod stores_suite;
 
 use std::path::PathBuf;
 
@@ -21,7 +22,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "core" => rt.block_on(core_suite::run())?,
         "coord" => rt.block_on(coord_suite::run())?,
         "redis" => rt.block_on(redis_suite::run())?,
-        other => return Err(format!("unknown suite {other:?}; suites: core, coord, redis").into()),
+        "stores" => rt.block_on(stores_suite::run())?,
+        other => {
+            return Err(
+                format!("unknown suite {other:?}; suites: core, coord, redis, stores").into()
+            );
+        }
     };
     let mut json = serde_json::Map::new();
     for (name, value, unit) in &figures {
