@@ -308,6 +308,15 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
+        let now = Instant::now();
+        let g = self.lock()?;
+        Ok(g.inbox
+            .get(id)
+            .filter(|j| j.forget_at.is_none_or(|t| t > now))
+            .map(|j| j.record.clone()))
+    }
+
     async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
         let g = self.lock()?;
         let pending: BTreeMap<u64, &InboxRecord> = g

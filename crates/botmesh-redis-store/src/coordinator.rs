@@ -563,6 +563,19 @@ impl Coordinator for RedisCoordinator {
             .map_err(|e| unavailable("cancelling a ticket", e))
     }
 
+    /// One `EXISTS` on the incarnation's liveness key, in the shard its id maps to (a heartbeat
+    /// renews the key in every shard at once).
+    async fn is_alive(&self, incarnation: &str) -> Result<bool> {
+        let tag = self.keys.shard(incarnation);
+        let key = format!("{}{incarnation}", Keys::alive_prefix(&tag));
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(key)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| unavailable("checking a replica's heartbeat", e))?;
+        Ok(n == 1)
+    }
+
     async fn heartbeat(&self, lease: Duration) -> Result<()> {
         let conn = self.heartbeat_conn().await?;
         let sets = self.keys.shards().into_iter().map(|tag| {

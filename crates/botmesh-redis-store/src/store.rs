@@ -354,6 +354,27 @@ impl Store for RedisStore {
         Ok(())
     }
 
+    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.keys.inbox(&format!("r:{id}")))
+            .arg(&["k", "p", "o", "s"])
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("inbox_get", e))?;
+        let [Some(key), Some(payload), Some(owner), Some(state)] =
+            <[Option<String>; 4]>::try_from(fields).map_err(|_| {
+                Error::corrupt(
+                    format!("inbox record {id}"),
+                    "HMGET returned the wrong number of fields",
+                )
+            })?
+        else {
+            return Ok(None);
+        };
+        let state = if state == "acked" { InboxState::Acked } else { InboxState::Pending };
+        Ok(Some(InboxRecord::pending(id, key, payload, owner).with_state(state)))
+    }
+
     async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
         if limit == 0 {
             return Ok(Vec::new());

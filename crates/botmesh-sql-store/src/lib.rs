@@ -30,3 +30,18 @@ pub use mysql::{MySqlOptions, MySqlStore};
 pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore};
+
+/// An inbox row as a record: `(key, payload, owner, state)` as the `SELECT`s of every dialect
+/// return them.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+fn inbox_record(
+    id: &str,
+    (key, payload, owner, state): (String, String, String, String),
+) -> botmesh_traits::InboxRecord {
+    let state = if state == "acked" {
+        botmesh_traits::InboxState::Acked
+    } else {
+        botmesh_traits::InboxState::Pending
+    };
+    botmesh_traits::InboxRecord::pending(id, key, payload, owner).with_state(state)
+}

@@ -550,6 +550,17 @@ impl Store for MySqlStore {
         Ok(())
     }
 
+    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
+        let row = sqlx::query(sql(format!(
+            "SELECT `key`, payload, owner, state FROM botmesh_inbox WHERE id = ? AND (forget_at IS NULL OR forget_at > {NOW})"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("inbox_get"))?;
+        Ok(row.map(|r| crate::inbox_record(id, (r.get(0), r.get(1), r.get(2), r.get(3)))))
+    }
+
     async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
         let rows = sqlx::query("SELECT id, `key`, payload, owner FROM botmesh_inbox WHERE state = 'pending' ORDER BY seq LIMIT ?")
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))

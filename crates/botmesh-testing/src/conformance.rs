@@ -299,6 +299,9 @@ async fn inbox(store: &dyn Store, p: &str) {
     );
     assert_eq!(pending[0].payload, r#"{"body":"hi"}"#);
     assert_eq!(pending[0].key, key);
+    let got = store.inbox_get(&id).await.unwrap().expect("a journaled record can be read");
+    assert_eq!((got.payload.as_str(), got.state), (r#"{"body":"hi"}"#, InboxState::Pending));
+    assert_eq!(store.inbox_get(&format!("{p}:nothing")).await.unwrap(), None);
     assert!(
         !store.inbox_claim(&id, "replica-x", "replica-b").await.unwrap(),
         "only the owner's record can be claimed from it"
@@ -322,6 +325,8 @@ async fn inbox(store: &dyn Store, p: &str) {
         .filter(|r| r.id.starts_with(p))
         .collect();
     assert_eq!(pending.len(), 1, "acknowledged records are not pending");
+    let acked = store.inbox_get(&id).await.unwrap().expect("kept for dedupe after the ack");
+    assert_eq!((acked.state, acked.owner.as_str()), (InboxState::Acked, "replica-b"));
     assert_eq!(pending[0].owner, "replica-a");
 
     let short = format!("{p}:in3");

@@ -292,9 +292,12 @@ async fn lease_expiry<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     let ta2 = a.take_ticket(&queued).await.unwrap();
     assert!(td.seq < ta2.seq);
 
+    assert!(a.is_alive(d.incarnation()).await.unwrap(), "a replica within its lease is alive");
     let wa = spawn_wait(&a, &ta);
     still_waiting(&wa, "a live holder keeps its turn").await;
     tokio::time::sleep(PAST_LEASE).await;
+    assert!(!a.is_alive(d.incarnation()).await.unwrap(), "and dead past it");
+    assert!(!a.is_alive("never-seen").await.unwrap(), "an unknown incarnation is not alive");
     let g = granted(wa, "the turn of a replica past its lease is taken back").await;
     assert!(g.fence > gd.fence);
     assert_eq!(g.previous_holder.as_deref(), Some(d.replica_id()));

@@ -89,6 +89,11 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
         self.inner.cancel_ticket(ticket).await
     }
 
+    async fn is_alive(&self, incarnation: &str) -> Result<bool> {
+        self.alive()?;
+        self.inner.is_alive(incarnation).await
+    }
+
     async fn heartbeat(&self, lease: Duration) -> Result<()> {
         self.alive()?;
         if self.stalled.load(Ordering::SeqCst) {

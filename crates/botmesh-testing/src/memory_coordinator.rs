@@ -594,6 +594,13 @@ impl Coordinator for MemoryCoordinator {
         self.hub.lock().heartbeat(&self.me, lease, Instant::now())
     }
 
+    async fn is_alive(&self, incarnation: &str) -> Result<bool> {
+        let hub = self.hub.lock();
+        let now = Instant::now();
+        Ok(alive(&hub.incarnations, incarnation, now)
+            && hub.incarnations.get(incarnation).is_some_and(|i| i.life != Life::Crashed))
+    }
+
     async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
         self.hub.lock().try_lead(&self.me, name, lease, Instant::now())
     }

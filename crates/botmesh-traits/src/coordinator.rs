@@ -159,6 +159,13 @@ pub trait Coordinator: Send + Sync + 'static {
     /// released.
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()>;
 
+    /// Whether the replica incarnation `incarnation` is alive: its heartbeat lease has not run
+    /// out. Replicas use it to replay what a dead one journaled and never handled.
+    async fn is_alive(&self, incarnation: &str) -> Result<bool> {
+        let _ = incarnation;
+        Err(crate::Error::Unsupported { op: "is_alive" })
+    }
+
     /// Renews this replica's heartbeat and every lease it holds, for `lease` from now.
     async fn heartbeat(&self, lease: Duration) -> Result<()>;
 

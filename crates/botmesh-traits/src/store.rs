@@ -267,6 +267,12 @@ impl InboxRecord {
             state: InboxState::Pending,
         }
     }
+
+    /// The same record in state `state`.
+    pub fn with_state(mut self, state: InboxState) -> Self {
+        self.state = state;
+        self
+    }
 }
 
 /// The result of [`Store::inbox_append`].
@@ -395,6 +401,12 @@ pub trait Store: Send + Sync + 'static {
     async fn inbox_ack(&self, id: &str) -> Result<()> {
         let _ = id;
         unsupported("inbox_ack")
+    }
+
+    /// Reads a journaled message, pending or acknowledged, while the journal remembers it.
+    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
+        let _ = id;
+        unsupported("inbox_get")
     }
 
     /// Lists pending messages, oldest first, at most `limit`.
