@@ -10,6 +10,7 @@ mod backends;
 mod conversations;
 mod dispatch;
 mod flows;
+mod handover;
 mod persistence;
 mod redis_faults;
 mod replicas;

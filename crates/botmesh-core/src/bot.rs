@@ -24,8 +24,8 @@ use crate::event::{EventBus, Listener};
 use crate::flow::Def;
 use crate::scheduler::{self, JobDef, JobFn, job_fn};
 use crate::{
-    BotError, ConfigError, Conversation, Ctx, Event, Flow, JobCtx, MemoryStore, Message, Result,
-    SchedulerLease, TaskOptions, Texts, Timing,
+    BotError, ConfigError, Conversation, Ctx, Durability, Event, Flow, Handover, JobCtx,
+    MemoryStore, Message, Result, SchedulerLease, TaskOptions, Texts, Timing,
 };
 
 pub(crate) type HandlerFn =
@@ -51,16 +51,31 @@ pub(crate) struct Shared {
     pub(crate) cas_checkpoints: bool,
     /// Whether this process runs the provider's transport now.
     pub(crate) transport_up: watch::Sender<bool>,
+    /// How conversations are carried between replicas.
+    pub(crate) handover: Handover,
+    /// The inbox journal and the outbox, when on.
+    pub(crate) durability: Option<Durability>,
+    /// Who owns what this process journals: the coordinator's incarnation, else a fresh id.
+    pub(crate) owner: String,
 }
 
 impl Shared {
-    /// Sends under a chat's turn: refused with `LeaseLost` once the turn is known lost.
-    pub(crate) async fn send_fenced(
+    /// Sends under a chat's turn (refused with `LeaseLost` once the turn is known lost), once
+    /// per outbox key: with durability and a key, the send is
+    /// first recorded in the outbox, and skipped when a run before this one already made it.
+    pub(crate) async fn send_once(
         &self,
         turn: &TurnSlot,
         message: &Outbound,
+        outbox: Option<String>,
     ) -> Result<SendReceipt> {
         turn.check()?;
+        if let (Some(key), Some(durability)) = (outbox, &self.durability)
+            && !self.store.outbox_claim(&key, durability.outbox_ttl).await?
+        {
+            self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
+            return Ok(SendReceipt::new(None));
+        }
         self.send(message).await
     }
 
@@ -112,6 +127,8 @@ pub struct BotBuilder {
     coordination: Option<Arc<dyn Coordination>>,
     jobs: Vec<JobDef>,
     scheduler_lease: Option<SchedulerLease>,
+    handover: Handover,
+    durability: Option<Durability>,
 }
 
 impl std::fmt::Debug for BotBuilder {
@@ -145,6 +162,8 @@ impl BotBuilder {
             coordination: None,
             jobs: Vec::new(),
             scheduler_lease: None,
+            handover: Handover::new(),
+            durability: None,
         }
     }
 
@@ -304,6 +323,21 @@ impl BotBuilder {
         self
     }
 
+    /// How live conversations are carried to the replica that takes their chat (or to this
+    /// process restarted): see [`Handover`]. Default: only `.persistent()` flows continue.
+    pub fn handover(mut self, handover: Handover) -> Self {
+        self.handover = handover;
+        self
+    }
+
+    /// Journals every inbound message in the store on arrival (dropping retries across
+    /// replicas), replays what a dead replica journaled, and deduplicates the sends of a step
+    /// that runs again: see [`Durability`]. The store must have the journal.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = Some(durability);
+        self
+    }
+
     /// Builds the bot.
     pub fn build(self) -> Result<Bot, ConfigError> {
         let provider = self.provider.ok_or(ConfigError::MissingProvider)?;
@@ -328,6 +362,14 @@ impl BotBuilder {
         }
         let cas_checkpoints =
             self.coordination.is_some() && store.capabilities().atomic_checkpoints();
+        if self.durability.is_some() && !store.capabilities().journal() {
+            return Err(ConfigError::NoJournal);
+        }
+        let owner = self
+            .coordination
+            .as_ref()
+            .and_then(|c| c.coordinator())
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |c| c.incarnation().to_owned());
         let shared = Arc::new(Shared {
             provider,
             store,
@@ -342,6 +384,9 @@ impl BotBuilder {
             cas_checkpoints,
             coordination: self.coordination,
             transport_up: watch::channel(false).0,
+            handover: self.handover,
+            durability: self.durability,
+            owner,
         });
         let mut task_ids = std::collections::HashSet::new();
         for task in self.jobs.iter().filter_map(|j| j.task.as_ref()) {
@@ -563,6 +608,10 @@ impl Bot {
             None => SchedulerLease::Store(Arc::clone(&inner.shared.store)),
         });
         let mut tasks = Vec::new();
+        if inner.shared.durability.is_some() {
+            let (shared, dispatcher) = (Arc::clone(&inner.shared), Arc::clone(&inner.dispatcher));
+            tasks.push(tokio::spawn(crate::durable::replay(shared, dispatcher)));
+        }
         for job in &inner.jobs {
             let (bot, job) = (self.clone(), job.clone());
             tasks.push(match job.task.clone() {

@@ -1,6 +1,8 @@
 //! The context conversations and `do` steps run with, and the rendezvous through which a
 //! waiting conversation receives its next message.
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,7 +18,8 @@ use serde_json::{Map, Value};
 
 use crate::bot::Shared;
 use crate::coordination::TurnSlot;
-use crate::{BotError, Message, Result, Step};
+use crate::durable::journal_id;
+use crate::{BotError, FallbackReason, Message, Result, Step};
 
 /// What a waiting conversation is woken with.
 #[derive(Debug)]
@@ -72,6 +75,23 @@ impl Link {
         self.lock().parked
     }
 
+    /// Whether a message is already waiting to be taken (one kept from a hand-over).
+    fn has_message(&self) -> bool {
+        matches!(self.lock().inbox, Some(Input::Message(_)))
+    }
+
+    /// Takes a message nobody took (the conversation ended before its next wait).
+    pub(crate) fn take_message(&self) -> Option<Message> {
+        let mut st = self.lock();
+        match st.inbox.take() {
+            Some(Input::Message(m)) => Some(m),
+            other => {
+                st.inbox = other;
+                None
+            }
+        }
+    }
+
     fn wait(&self, park: Park) -> Wait<'_> {
         Wait { link: self, park }
     }
@@ -109,9 +129,42 @@ pub(crate) struct CheckpointDoc {
     pub(crate) question: Option<u32>,
     /// The flow's state as it was when the step started.
     pub(crate) state: Map<String, Value>,
+    /// Written for a flow without `.persistent()` because flows are forwarded: it expires,
+    /// and it only resumes under the same fingerprint.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) ephemeral: bool,
+    /// The flow's fingerprint, for ephemeral checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fingerprint: Option<String>,
+    /// Set for a stub: the conversation cannot be resumed, only handed to the fallback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stub: Option<FallbackReason>,
+    /// The first answer of the step, recorded because the step went on past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) answer: Option<RecordedAnswer>,
+}
+
+/// A step's first answer as a checkpoint keeps it: the whole message, or (with durability) a
+/// pointer into the inbox journal plus what the `before_message` hooks made of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "form", rename_all = "snake_case")]
+pub(crate) enum RecordedAnswer {
+    Embedded { message: Box<Message> },
+    Journaled { id: String, body: String, kind: String, lang: Option<String> },
 }
 
 pub(crate) const CHECKPOINT_VERSION: u32 = 1;
+
+/// What a conversation writes to the store as it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Saving {
+    /// Nothing but, with a fallback, a stub at its first wait.
+    Off,
+    /// A checkpoint at every step, kept until the flow ends.
+    Persistent,
+    /// A checkpoint at every step that expires, carrying the flow's fingerprint.
+    Ephemeral { fingerprint: String },
+}
 
 /// The context of a running conversation or flow: what the spec calls `c`.
 ///
@@ -151,12 +204,27 @@ struct ConvState {
     step: Option<(usize, Map<String, Value>)>,
     idle: Option<Duration>,
     timeout: Option<Duration>,
-    persistent: bool,
     /// The revision of the checkpoint this conversation last wrote or resumed from; `None`
     /// when it has none in the store.
     revision: Option<u64>,
     /// The current step is a `do` step (it may go on working after its first answer).
     in_do: bool,
+    /// What this conversation writes to the store.
+    saving: Saving,
+    /// A free-form conversation (as opposed to a flow).
+    conversation: bool,
+    /// State that is not JSON: kept in memory only.
+    local: HashMap<String, Arc<dyn Any + Send + Sync>>,
+    /// The stub is in the store.
+    stub_written: bool,
+    /// The current step's first answer, recorded in its checkpoints.
+    answer: Option<RecordedAnswer>,
+    /// With durability: the journal id of the message being handled, for outbox keys.
+    input: Option<String>,
+    /// A checkpoint that landed after the current message holds its effect.
+    input_held: bool,
+    /// Sends since the current message or step began, for outbox keys.
+    send_seq: u32,
 }
 
 impl ConvCtx {
@@ -178,9 +246,16 @@ impl ConvCtx {
             step: None,
             idle: None,
             timeout,
-            persistent: false,
             revision: None,
             in_do: false,
+            saving: Saving::Off,
+            conversation: false,
+            local: HashMap::new(),
+            stub_written: false,
+            answer: None,
+            input: shared.durability.is_some().then(|| journal_id(&message.inbound)),
+            input_held: false,
+            send_seq: 0,
         };
         Self {
             inner: Arc::new(Inner {
@@ -252,6 +327,22 @@ impl ConvCtx {
         self.st().state.remove(field)
     }
 
+    /// Keeps a value that is not JSON (a client, a handle, a closure) for the rest of the
+    /// conversation, in this process's memory only.
+    ///
+    /// A forwarded flow holding such a value cannot be carried to another replica: it goes to
+    /// the fallback there (reason [`FallbackReason::NotJson`]). A `.persistent()` flow
+    /// resumed elsewhere starts without it.
+    pub fn set_local<T: Any + Send + Sync>(&self, field: &str, value: T) {
+        self.st().local.insert(field.to_owned(), Arc::new(value));
+    }
+
+    /// A value kept with [`ConvCtx::set_local`], if it is there and has type `T`.
+    pub fn local<T: Any + Send + Sync>(&self, field: &str) -> Option<Arc<T>> {
+        let v = Arc::clone(self.st().local.get(field)?);
+        v.downcast::<T>().ok()
+    }
+
     /// A copy of the whole state.
     pub fn state(&self) -> Map<String, Value> {
         self.st().state.clone()
@@ -270,9 +361,21 @@ impl ConvCtx {
     }
 
     /// Sends any content to the chat.
+    ///
+    /// With durability, a send made again by a step that runs again for the same message
+    /// (on another replica after a crash) is recorded in the outbox and skipped.
     pub async fn send_content(&self, content: OutboundContent) -> Result<()> {
         let message = Outbound::new(self.inner.chat.clone(), content);
-        self.inner.shared.send_fenced(&self.inner.turn, &message).await.map(|_| ())
+        let outbox = {
+            let mut st = self.st();
+            let seq = st.send_seq;
+            st.send_seq += 1;
+            let step = st.step.as_ref().map_or(0, |(i, _)| *i);
+            st.input
+                .as_ref()
+                .map(|input| format!("{}|{input}|{}|{step}|{seq}", self.inner.key, st.name))
+        };
+        self.inner.shared.send_once(&self.inner.turn, &message, outbox).await.map(|_| ())
     }
 
     /// Pauses the conversation. The chat's turn stays held meanwhile.
@@ -309,15 +412,24 @@ impl ConvCtx {
                 answer
             }
             None => {
-                self.send(prompt).await?;
-                self.park_checkpoint(question).await?;
+                // A message kept from a hand-over answers this question without asking it.
+                if !self.inner.link.has_message() {
+                    self.send(prompt).await?;
+                    self.park_checkpoint(question).await?;
+                }
                 self.wait().await?
             }
         };
         if question == 0 && self.st().in_do {
-            // The step goes on past its first question: the checkpoint must stop saying it
-            // waits for that answer, or a cut-short step would take the next message for it.
+            // The step goes on past its first question: the checkpoint records the answer, so
+            // that a replica taking over a cut-short step feeds it back instead of asking again
+            // (and does not take the next message for it).
+            let recorded = self.record_answer(&answer);
             self.write_checkpoint(None).await?;
+            if !recorded {
+                // Too large to embed: no checkpoint holds it.
+                self.st().input_held = false;
+            }
         }
         Ok(answer)
     }
@@ -327,17 +439,26 @@ impl ConvCtx {
     /// kept by a background task).
     pub async fn wait(&self) -> Result<Message> {
         self.alive()?;
+        self.ensure_stub().await?;
         let park = {
             let st = self.st();
             Park { timeout: st.timeout, idle: st.idle }
         };
         match self.inner.link.wait(park).await {
             Input::Message(m) => {
+                let durable = self.inner.shared.durability.is_some();
                 let mut st = self.st();
                 if m.lang.is_some() {
                     st.lang.clone_from(&m.lang);
                 }
                 st.message = m.clone();
+                let input = durable.then(|| journal_id(&m.inbound));
+                if input != st.input {
+                    // A new message: its sends are numbered from zero.
+                    st.input = input;
+                    st.send_seq = 0;
+                }
+                st.input_held = false;
                 Ok(m)
             }
             Input::Idle(after) => Err(BotError::Idle { after }),
@@ -359,16 +480,29 @@ impl ConvCtx {
     pub(crate) fn begin_flow(
         &self,
         name: &str,
-        persistent: bool,
+        saving: Saving,
         timeout: Option<Duration>,
         state: Map<String, Value>,
     ) {
         let mut st = self.st();
         name.clone_into(&mut st.name);
-        st.persistent = persistent;
+        st.saving = saving;
         st.timeout = timeout;
         st.state = state;
         st.step = None;
+    }
+
+    /// Marks this context as a free-form conversation's.
+    pub(crate) fn begin_conversation(&self, name: &str, timeout: Option<Duration>) {
+        self.begin_flow(name, Saving::Off, timeout, Map::new());
+        self.st().conversation = true;
+    }
+
+    /// Whether the message being handled is safe to acknowledge: nothing of it lives only in
+    /// this process's memory, or a checkpoint written after it holds its effect.
+    pub(crate) fn holds_input(&self) -> bool {
+        let st = self.st();
+        st.saving == Saving::Off || st.input_held
     }
 
     pub(crate) fn set_preset(&self, answer: Option<Message>) {
@@ -387,6 +521,8 @@ impl ConvCtx {
             let mut st = self.st();
             st.questions = 0;
             st.in_do = is_do;
+            st.send_seq = 0;
+            st.answer = None;
             let start = st.state.clone();
             st.step = Some((index, start));
             st.preset.is_some()
@@ -413,21 +549,113 @@ impl ConvCtx {
         self.write_checkpoint(Some(question)).await
     }
 
+    /// Records `answer` as the current step's first answer; `false` when it cannot be (too
+    /// large to embed without durability).
+    fn record_answer(&self, answer: &Message) -> bool {
+        let shared = &self.inner.shared;
+        let recorded = if shared.durability.is_some() {
+            Some(RecordedAnswer::Journaled {
+                id: journal_id(&answer.inbound),
+                body: answer.body.clone(),
+                kind: answer.kind.clone(),
+                lang: answer.lang.clone(),
+            })
+        } else {
+            serde_json::to_vec(answer)
+                .ok()
+                .filter(|bytes| bytes.len() <= shared.handover.max_answer_bytes)
+                .map(|_| RecordedAnswer::Embedded { message: Box::new(answer.clone()) })
+        };
+        let ok = recorded.is_some();
+        self.st().answer = recorded;
+        ok
+    }
+
     async fn write_checkpoint(&self, question: Option<u32>) -> Result<()> {
         let doc = {
             let st = self.st();
-            let Some((step, start)) = st.step.as_ref().filter(|_| st.persistent) else {
-                return Ok(());
+            let Some((step, start)) = st.step.as_ref() else { return Ok(()) };
+            let (ephemeral, fingerprint) = match &st.saving {
+                Saving::Off => return Ok(()),
+                Saving::Persistent => (false, None),
+                // State that is not JSON cannot travel: leave a stub for the fallback.
+                Saving::Ephemeral { .. } if !st.local.is_empty() => (true, None),
+                Saving::Ephemeral { fingerprint } => (true, Some(fingerprint.clone())),
             };
-            CheckpointDoc {
+            let ttl = ephemeral.then(|| self.inner.shared.handover.ttl_for(st.timeout));
+            (fingerprint.is_some() || !ephemeral).then(|| {
+                let doc = CheckpointDoc {
+                    v: CHECKPOINT_VERSION,
+                    flow: st.name.clone(),
+                    step: *step,
+                    question,
+                    state: start.clone(),
+                    ephemeral,
+                    fingerprint,
+                    stub: None,
+                    answer: st.answer.clone(),
+                };
+                (doc, ttl)
+            })
+        };
+        let Some((doc, ttl)) = doc else { return self.write_stub(FallbackReason::NotJson).await };
+        self.store_doc(&doc, ttl).await?;
+        self.st().input_held = true;
+        Ok(())
+    }
+
+    /// Writes a stub for the fallback, once per conversation; with the `Drop` fallback, clears
+    /// whatever this conversation wrote before instead.
+    async fn write_stub(&self, reason: FallbackReason) -> Result<()> {
+        if self.inner.shared.handover.fallback.is_drop() {
+            return self.clear_checkpoint().await;
+        }
+        let (doc, ttl) = {
+            let st = self.st();
+            if st.stub_written {
+                return Ok(());
+            }
+            let doc = CheckpointDoc {
                 v: CHECKPOINT_VERSION,
                 flow: st.name.clone(),
-                step: *step,
-                question,
-                state: start.clone(),
+                step: st.step.as_ref().map_or(0, |(i, _)| *i),
+                question: None,
+                state: st.step.as_ref().map(|(_, s)| s.clone()).unwrap_or_default(),
+                ephemeral: true,
+                fingerprint: None,
+                stub: Some(reason),
+                answer: None,
+            };
+            (doc, self.inner.shared.handover.ttl_for(st.timeout))
+        };
+        self.store_doc(&doc, Some(ttl)).await?;
+        self.st().stub_written = true;
+        Ok(())
+    }
+
+    /// A conversation that cannot be carried over leaves a stub at its first wait, so that the
+    /// replica taking the chat applies the fallback.
+    async fn ensure_stub(&self) -> Result<()> {
+        let reason = {
+            let st = self.st();
+            if st.saving != Saving::Off
+                || st.stub_written
+                || self.inner.shared.handover.fallback.is_drop()
+            {
+                return Ok(());
+            }
+            if st.conversation {
+                FallbackReason::Conversation
+            } else {
+                FallbackReason::NotForwarded
             }
         };
-        let data = serde_json::to_string(&doc).map_err(|source| BotError::StateNotJson {
+        self.write_stub(reason).await
+    }
+
+    /// Writes a checkpoint document, compare-and-set under coordination, fenced like a send.
+    async fn store_doc(&self, doc: &CheckpointDoc, ttl: Option<Duration>) -> Result<()> {
+        let data = serde_json::to_string(doc).map_err(|source| BotError::StateNotJson {
             name: doc.flow.clone(),
             field: String::new(),
             source,
@@ -437,7 +665,7 @@ impl ConvCtx {
         self.inner.turn.check()?;
         let store = &self.inner.shared.store;
         let key = self.inner.key.as_str();
-        let write = CheckpointWrite::new(data);
+        let write = CheckpointWrite::new(data).with_ttl(ttl);
         let revision = if self.inner.shared.cas_checkpoints {
             let expected = self.st().revision;
             match store.set_checkpoint_if(key, &write, expected).await? {
@@ -461,6 +689,7 @@ impl ConvCtx {
     /// conditional: a newer owner's row stays.
     pub(crate) async fn clear_checkpoint(&self) -> Result<()> {
         let Some(revision) = self.st().revision else { return Ok(()) };
+        self.alive()?;
         self.inner.turn.check()?;
         let store = &self.inner.shared.store;
         if self.inner.shared.cas_checkpoints {

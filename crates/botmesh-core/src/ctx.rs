@@ -1,5 +1,6 @@
 //! The context a message handler runs with.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use botmesh_traits::{ChatId, ChatKey, Outbound, OutboundContent, SendReceipt};
@@ -19,6 +20,8 @@ pub struct Ctx {
     turn: Arc<TurnSlot>,
     message: Arc<Message>,
     start: Arc<Mutex<Option<String>>>,
+    /// With durability: the outbox key prefix of this handler's sends, and their count.
+    outbox: Option<Arc<(String, AtomicU32)>>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -28,8 +31,23 @@ impl std::fmt::Debug for Ctx {
 }
 
 impl Ctx {
-    pub(crate) fn new(shared: Arc<Shared>, turn: Arc<TurnSlot>, message: Message) -> Self {
-        Self { shared, turn, message: Arc::new(message), start: Arc::default() }
+    /// A context for handler number `slot` (or a fallback function) of `message`.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        turn: Arc<TurnSlot>,
+        message: Message,
+        slot: &str,
+    ) -> Self {
+        let outbox = shared.durability.is_some().then(|| {
+            let id = crate::durable::journal_id(&message.inbound);
+            Arc::new((format!("{}|{id}|{slot}", message.key()), AtomicU32::new(0)))
+        });
+        Self { shared, turn, message: Arc::new(message), start: Arc::default(), outbox }
+    }
+
+    /// The outbox key of the next send, with durability.
+    fn outbox_key(&self) -> Option<String> {
+        self.outbox.as_ref().map(|o| format!("{}|{}", o.0, o.1.fetch_add(1, Ordering::SeqCst)))
     }
 
     /// The message, after the `before_message` hooks.
@@ -63,15 +81,19 @@ impl Ctx {
     }
 
     /// Sends a text to the chat the message came from.
+    ///
+    /// With durability, the send is recorded in the outbox first, so that the same message
+    /// handled again (replayed after a crash) does not send it twice; the receipt of a skipped
+    /// send has no id.
     pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
         let message =
             Outbound::new(self.chat().clone(), OutboundContent::Text { body: text.into() });
-        self.shared.send_fenced(&self.turn, &message).await
+        self.send(&message).await
     }
 
-    /// Sends any message, fenced by the chat's turn like [`Ctx::reply`].
+    /// Sends any message, fenced by the chat's turn and deduplicated like [`Ctx::reply`].
     pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
-        self.shared.send_fenced(&self.turn, message).await
+        self.shared.send_once(&self.turn, message, self.outbox_key()).await
     }
 
     /// Reads the data kept for this user (`ctx.user`), an empty object when there is none.

@@ -23,9 +23,11 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::bot::Shared;
-use crate::conv::{CHECKPOINT_VERSION, CheckpointDoc, Input, Link, Park};
+use crate::conv::{CHECKPOINT_VERSION, CheckpointDoc, Input, Link, Park, RecordedAnswer};
 use crate::coordination::{Coordination, TurnSlot};
+use crate::durable::{self, Journaled};
 use crate::flow::Def;
+use crate::handover::{Fallback, FallbackReason, FlowHandover, HandoverInfo};
 use crate::runner::{self, Next, Resume};
 use crate::texts::keys;
 use crate::{BotError, ConvCtx, Ctx, EndReason, Event, HandoverOutcome, Message, Result};
@@ -89,10 +91,29 @@ enum Work {
     },
 }
 
+/// Where a message stands with the inbox journal.
+enum Journal {
+    /// Durability is off (or this is a timer).
+    Off,
+    /// To be journaled before it takes a ticket.
+    Pending,
+    /// In the journal under `id`; `attempt` counts the times it was handled before.
+    Recorded { id: String, attempt: u32 },
+    /// Already in the journal: a retry of a message this or another replica has.
+    Duplicate,
+}
+
 /// A unit of work with, under coordination, the ticket taken for it on arrival.
 struct Job {
     work: Work,
     ticket: Option<Result<Ticket, Error>>,
+    journal: Journal,
+}
+
+impl Job {
+    fn timer(serial: u64, park: u64, timer: Timer) -> Self {
+        Self { work: Work::Timer { serial, park, timer }, ticket: None, journal: Journal::Off }
+    }
 }
 
 /// A chat's registration: where its jobs go, and how many are not finished yet.
@@ -156,11 +177,29 @@ impl Dispatcher {
             return Ok(Accepted::Duplicate);
         }
         self.pending.fetch_add(1, Ordering::SeqCst);
-        if !self.enqueue(&key, Job { work: Work::Message(inbound), ticket: None }) {
+        let journal =
+            if self.shared.durability.is_some() { Journal::Pending } else { Journal::Off };
+        if !self.enqueue(&key, Job { work: Work::Message(inbound), ticket: None, journal }) {
             self.done_one();
             return Err(BotError::NotRunning);
         }
         Ok(Accepted::Queued)
+    }
+
+    /// Queues a message that is already in the journal under `id`: one replayed from a dead
+    /// replica, or one handled again because its effect could not be stored.
+    pub(crate) fn requeue(self: &Arc<Self>, inbound: Inbound, id: String, attempt: u32) {
+        let key = inbound.key();
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        let job = Job {
+            work: Work::Message(inbound),
+            ticket: None,
+            journal: Journal::Recorded { id, attempt },
+        };
+        if !self.enqueue(&key, job) {
+            // Stopping: the record stays pending in the journal for another replica.
+            self.done_one();
+        }
     }
 
     /// Hands a job to the chat's worker, starting one (and its ticketer) if the chat has none.
@@ -188,7 +227,14 @@ impl Dispatcher {
         let tx = match &self.shared.coordination {
             Some(coordination) => {
                 let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(ticketer(Arc::clone(coordination), key.clone(), rx, worker_tx));
+                let shared = Arc::clone(&self.shared);
+                tokio::spawn(ticketer(
+                    shared,
+                    Arc::clone(coordination),
+                    key.clone(),
+                    rx,
+                    worker_tx,
+                ));
                 tx
             }
             None => worker_tx,
@@ -208,6 +254,8 @@ impl Dispatcher {
             active: None,
             serial: 0,
             seen_chat: false,
+            cut: false,
+            leftover: None,
         };
         tokio::spawn(worker.run(worker_rx).instrument(span));
         true
@@ -247,9 +295,30 @@ impl Dispatcher {
     }
 }
 
-/// Takes the chat's tickets in arrival order and passes each job on to the worker. Jobs that
-/// arrived together get their tickets in one call.
+/// Journals the messages among `jobs` that wait for it (in one concurrent batch), marking
+/// retries of journaled messages as duplicates.
+async fn journal_jobs(shared: &Shared, jobs: &mut [Job]) {
+    let waiting = |j: &&mut Job| matches!(j.journal, Journal::Pending);
+    let inbound = jobs.iter_mut().filter(waiting).filter_map(|j| match &j.work {
+        Work::Message(m) => Some(m),
+        Work::Timer { .. } => None,
+    });
+    let results = durable::journal(shared, inbound.collect::<Vec<_>>().into_iter()).await;
+    let mut results = results.into_iter();
+    for job in jobs.iter_mut().filter(|j| matches!(j.journal, Journal::Pending)) {
+        job.journal = match results.next() {
+            Some(Journaled::New(id)) => Journal::Recorded { id, attempt: 0 },
+            Some(Journaled::Duplicate) => Journal::Duplicate,
+            Some(Journaled::Failed) | None => Journal::Off,
+        };
+    }
+}
+
+/// Journals (with durability) and takes the chat's tickets in arrival order, and passes each
+/// job on to the worker. Jobs that arrived together get their tickets in one call; a retry of a
+/// journaled message takes none.
 async fn ticketer(
+    shared: Arc<Shared>,
     coordination: Arc<dyn Coordination>,
     key: ChatKey,
     mut rx: mpsc::UnboundedReceiver<Job>,
@@ -259,18 +328,26 @@ async fn ticketer(
     const BATCH: usize = 64;
     let mut batch = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut batch, BATCH).await > 0 {
-        let (mut tickets, failure) = match coordination.take_tickets(&key, batch.len()).await {
-            Ok(tickets) if tickets.len() == batch.len() => (tickets.into_iter(), String::new()),
+        journal_jobs(&shared, &mut batch).await;
+        let wanted = batch.iter().filter(|j| !matches!(j.journal, Journal::Duplicate)).count();
+        let taken = match wanted {
+            0 => Ok(Vec::new()),
+            n => coordination.take_tickets(&key, n).await,
+        };
+        let (mut tickets, failure) = match taken {
+            Ok(tickets) if tickets.len() == wanted => (tickets.into_iter(), String::new()),
             Ok(_) => (Vec::new().into_iter(), "the backend returned too few tickets".to_owned()),
             Err(e) => (Vec::new().into_iter(), e.to_string()),
         };
         for job in batch.drain(..) {
             // Each job of a failed call is reported on its own, with the call's error.
-            let ticket = tickets.next().ok_or_else(|| Error::CoordinationUnavailable {
-                reason: failure.clone(),
-                source: None,
+            let ticket = (!matches!(job.journal, Journal::Duplicate)).then(|| {
+                tickets.next().ok_or_else(|| Error::CoordinationUnavailable {
+                    reason: failure.clone(),
+                    source: None,
+                })
             });
-            if worker.send(Job { ticket: Some(ticket), ..job }).is_err() {
+            if worker.send(Job { ticket, ..job }).is_err() {
                 return;
             }
         }
@@ -321,6 +398,19 @@ impl Active {
     }
 }
 
+/// What the store holds for a chat without a conversation in memory.
+enum Found {
+    /// A flow to continue.
+    Resume { def: Def, resume: Box<Resume>, revision: u64 },
+    /// A conversation that cannot continue here: the fallback applies.
+    Fallback {
+        name: String,
+        reason: FallbackReason,
+        state: serde_json::Map<String, serde_json::Value>,
+        revision: u64,
+    },
+}
+
 enum Driven {
     Parked(Park),
     Exited(std::thread::Result<Result<Next>>),
@@ -356,6 +446,11 @@ struct Worker {
     active: Option<Active>,
     serial: u64,
     seen_chat: bool,
+    /// The current job's conversation was cut short with its message's effect held by no
+    /// checkpoint.
+    cut: bool,
+    /// A message kept for a resumed flow's next wait that the flow ended without taking.
+    leftover: Option<Message>,
 }
 
 impl Worker {
@@ -406,7 +501,7 @@ impl Worker {
                     () = tokio::time::sleep_until(when) => {
                         // The timer acts under the chat's turn: it queues behind what is
                         // already queued, and takes its own ticket under coordination.
-                        let job = Job { work: Work::Timer { serial, park, timer }, ticket: None };
+                        let job = Job::timer(serial, park, timer);
                         if let Some(active) = &mut self.active {
                             active.timer_queued = true;
                         }
@@ -436,16 +531,34 @@ impl Worker {
         }
     }
 
-    /// Runs one job under the chat's turn (when coordinated), bounded by `settle`.
-    async fn run_job(&mut self, job: Job) {
+    /// Runs one job under the chat's turn (when coordinated), bounded by `settle`; with
+    /// durability, then acknowledges its message or queues it again.
+    async fn run_job(&mut self, mut job: Job) {
         let shared = Arc::clone(self.shared());
-        let turn = match (job.ticket, &shared.coordination) {
+        if matches!(job.journal, Journal::Pending) {
+            // Without coordination there is no ticketer: journal here, before anything runs.
+            journal_jobs(&shared, std::slice::from_mut(&mut job)).await;
+        }
+        let Job { work, ticket, journal } = job;
+        let journaled = match (journal, &work) {
+            (Journal::Duplicate, Work::Message(m)) => {
+                shared.events.emit(Event::Duplicate { key: self.key.clone(), id: m.id.clone() });
+                return;
+            }
+            // Kept to queue the message again if its effect cannot be stored.
+            (Journal::Recorded { id, attempt }, Work::Message(m)) => Some((id, attempt, m.clone())),
+            _ => None,
+        };
+        let turn = match (ticket, &shared.coordination) {
             (Some(ticket), Some(coordination)) => {
                 match async { coordination.acquire(ticket?).await }.await {
                     Ok(turn) => Some((Arc::clone(coordination), turn)),
                     Err(e) => {
+                        if let Some((id, attempt, inbound)) = journaled {
+                            self.retry_or_ack(inbound, id, attempt).await;
+                        }
                         if let (Work::Timer { serial, .. }, Some(active)) =
-                            (&job.work, self.active.as_mut())
+                            (&work, self.active.as_mut())
                             && active.serial == *serial
                         {
                             // Try the timer again later instead of losing it.
@@ -476,7 +589,8 @@ impl Worker {
         }
         let settle = shared.coordination.as_ref().map(|c| c.settle());
         let changed_hands = turn.as_ref().is_some_and(|(_, t)| t.changed_hands());
-        let work = self.work(job.work, changed_hands);
+        self.cut = false;
+        let work = self.work(work, changed_hands);
         let used = match settle {
             Some(settle) => match tokio::time::timeout(settle, work).await {
                 Ok(used) => used,
@@ -491,10 +605,33 @@ impl Worker {
             },
             None => work.await,
         };
+        if let Some((id, attempt, inbound)) = journaled {
+            // Acknowledged only once a checkpoint holds the message's effect; otherwise it is
+            // handled again.
+            if self.cut {
+                self.retry_or_ack(inbound, id, attempt).await;
+            } else if let Err(e) = shared.store.inbox_ack(&id).await {
+                self.report(e.into());
+            }
+        }
         if let Some((coordination, turn)) = turn {
             self.turn.set(None);
             let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
             coordination.release(turn, options.retain(self.waiting_for())).await;
+        }
+    }
+
+    /// Queues a journaled message again, or, after its last attempt, acknowledges it and
+    /// reports it.
+    async fn retry_or_ack(&mut self, inbound: Inbound, id: String, attempt: u32) {
+        let max = self.shared().durability.as_ref().map_or(1, |d| d.max_attempts);
+        if attempt + 1 < max {
+            self.disp.requeue(inbound, id, attempt + 1);
+            return;
+        }
+        self.report(BotError::GaveUp { key: self.key.clone(), id: inbound.id, attempts: max });
+        if let Err(e) = self.shared().store.inbox_ack(&id).await {
+            self.report(e.into());
         }
     }
 
@@ -533,17 +670,52 @@ impl Worker {
             active.parked = None;
             active.ctx.link().deliver(Input::Message(msg));
             self.drive().await;
-        } else if let Some((def, resume, revision)) = self.load_checkpoint(&msg).await {
-            if changed_hands {
-                shared.events.emit(Event::Handover {
-                    key: self.key.clone(),
-                    name: def.name().to_owned(),
-                    outcome: HandoverOutcome::Continued,
-                });
+        } else {
+            // Only a chat that may have something in the store costs a read: persistent flows,
+            // hand-over writes, or another replica (or process) having held the chat.
+            let reads = shared.has_persistent || shared.handover.writes_anything() || changed_hands;
+            let found = if reads { self.load_checkpoint(&msg).await } else { None };
+            match found {
+                Some(Found::Resume { def, resume, revision }) => {
+                    if changed_hands {
+                        shared.events.emit(Event::Handover {
+                            key: self.key.clone(),
+                            name: def.name().to_owned(),
+                            outcome: HandoverOutcome::Continued,
+                        });
+                    }
+                    // A replica that does not forward still resumes an ephemeral checkpoint
+                    // once, and clears it.
+                    let unforwarded = resume.ephemeral
+                        && matches!(&def, Def::Flow(f) if !f.persistent)
+                        && shared.handover.flows != FlowHandover::Forward;
+                    self.install(def, msg, Some((*resume, revision)));
+                    if unforwarded && let Some(active) = &self.active {
+                        let cleared = active.ctx.clear_checkpoint().await;
+                        if let Err(e) = cleared {
+                            self.report(e);
+                        }
+                    }
+                    self.drive().await;
+                }
+                Some(Found::Fallback { name, reason, state, revision }) => {
+                    if let Some(msg) = self.fallback(msg, name, reason, state, revision).await {
+                        self.route(msg).await;
+                    }
+                }
+                None => self.route(msg).await,
             }
-            self.install(def, msg, Some((resume, revision)));
-            self.drive().await;
-        } else if let Some(def) =
+        }
+        while let Some(kept) = self.leftover.take() {
+            self.route(kept).await;
+        }
+        shared.events.emit(Event::Handled { key: self.key.clone(), id });
+    }
+
+    /// Routes a message no conversation waits for: a trigger, else the handlers.
+    async fn route(&mut self, msg: Message) {
+        let shared = Arc::clone(self.shared());
+        if let Some(def) =
             shared.triggered.iter().find(|d| d.triggers().iter().any(|t| t.matches(&msg)))
         {
             self.install(def.clone(), msg, None);
@@ -551,7 +723,128 @@ impl Worker {
         } else {
             self.run_handlers(msg).await;
         }
-        shared.events.emit(Event::Handled { key: self.key.clone(), id });
+    }
+
+    /// Applies the hand-over fallback to a conversation found as a stub (or a forwarded flow
+    /// that changed). Returns the message when it still has to be routed.
+    async fn fallback(
+        &mut self,
+        msg: Message,
+        name: String,
+        reason: FallbackReason,
+        state: serde_json::Map<String, serde_json::Value>,
+        revision: u64,
+    ) -> Option<Message> {
+        let shared = Arc::clone(self.shared());
+        // The stub goes first: whatever the fallback does, it does it once.
+        self.clear_found(revision).await;
+        let handover =
+            |outcome| Event::Handover { key: self.key.clone(), name: name.clone(), outcome };
+        match shared.handover.fallback.clone() {
+            Fallback::Drop => {
+                shared.events.emit(handover(HandoverOutcome::Discarded(reason)));
+                Some(msg)
+            }
+            Fallback::Notify => {
+                shared.events.emit(handover(HandoverOutcome::Notified(reason)));
+                let text = shared.handover.notify_message.clone().unwrap_or_else(|| {
+                    shared.texts.get(msg.lang.as_deref(), keys::INTERRUPTED).to_owned()
+                });
+                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg, "fallback");
+                if let Err(e) = ctx.reply(text).await {
+                    self.report(e);
+                }
+                None
+            }
+            Fallback::Restart => match shared.defs.get(&name).cloned() {
+                Some(def) => {
+                    shared.events.emit(handover(HandoverOutcome::Restarted(reason)));
+                    self.install(def, msg, None);
+                    self.drive().await;
+                    None
+                }
+                None => {
+                    shared.events.emit(handover(HandoverOutcome::Discarded(reason)));
+                    Some(msg)
+                }
+            },
+            Fallback::Custom(f) => {
+                let info =
+                    HandoverInfo { key: self.key.clone(), name: name.clone(), reason, state };
+                let ctx =
+                    Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), "fallback");
+                let consumed = match AssertUnwindSafe(f(info, ctx.clone())).catch_unwind().await {
+                    Ok(Ok(consumed)) => consumed,
+                    Ok(Err(source)) => {
+                        self.report(BotError::Handler { key: self.key.clone(), source });
+                        false
+                    }
+                    Err(panic) => {
+                        self.report(BotError::Panic {
+                            key: self.key.clone(),
+                            message: panic_message(&*panic),
+                        });
+                        false
+                    }
+                };
+                shared.events.emit(handover(HandoverOutcome::Custom { reason, consumed }));
+                match ctx.take_start() {
+                    Some(start) => {
+                        match shared.defs.get(&start).cloned() {
+                            Some(def) => {
+                                self.install(def, msg, None);
+                                self.drive().await;
+                            }
+                            None => self.report(BotError::UnknownConversation { name: start }),
+                        }
+                        None
+                    }
+                    None => (!consumed).then_some(msg),
+                }
+            }
+        }
+    }
+
+    /// Deletes the checkpoint found at `revision` (conditionally under coordination).
+    async fn clear_found(&mut self, revision: u64) {
+        let shared = Arc::clone(self.shared());
+        let cleared = if shared.cas_checkpoints {
+            shared.store.clear_checkpoint_if(self.key.as_str(), revision).await.map(drop)
+        } else {
+            shared.store.clear_checkpoint(self.key.as_str()).await
+        };
+        if let Err(e) = cleared {
+            self.report(e.into());
+        }
+    }
+
+    /// The message a checkpoint recorded as its step's first answer, as the hooks made it.
+    async fn recorded_answer(&mut self, answer: RecordedAnswer) -> Option<Message> {
+        match answer {
+            RecordedAnswer::Embedded { message } => Some(*message),
+            RecordedAnswer::Journaled { id, body, kind, lang } => {
+                let record = match self.shared().store.inbox_get(&id).await {
+                    Ok(r) => r?,
+                    Err(e) => {
+                        self.report(e.into());
+                        return None;
+                    }
+                };
+                match serde_json::from_str::<Inbound>(&record.payload) {
+                    Ok(inbound) => {
+                        let mut m = Message::new(inbound);
+                        m.body = body;
+                        m.kind = kind;
+                        m.lang = lang;
+                        Some(m)
+                    }
+                    Err(e) => {
+                        self.report(Error::corrupt(format!("journaled message {id}"), e).into());
+                        None
+                    }
+                }
+            }
+        }
     }
 
     async fn run_hooks(&mut self, mut msg: Message) -> Option<Message> {
@@ -576,8 +869,9 @@ impl Worker {
 
     async fn run_handlers(&mut self, msg: Message) {
         let shared = Arc::clone(self.shared());
-        for handler in &shared.handlers {
-            let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone());
+        for (slot, handler) in shared.handlers.iter().enumerate() {
+            let slot = format!("h{slot}");
+            let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), &slot);
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
                 Ok(Ok(())) => {}
                 Ok(Err(source)) => self.report(BotError::Handler { key: self.key.clone(), source }),
@@ -599,12 +893,9 @@ impl Worker {
         }
     }
 
-    /// Looks for a persistent flow's checkpoint to continue from.
-    async fn load_checkpoint(&mut self, msg: &Message) -> Option<(Def, Resume, u64)> {
+    /// Looks for a checkpoint to continue from, or a stub to hand to the fallback.
+    async fn load_checkpoint(&mut self, msg: &Message) -> Option<Found> {
         let shared = Arc::clone(self.shared());
-        if !shared.has_persistent {
-            return None;
-        }
         let record = match shared.store.get_checkpoint(self.key.as_str()).await {
             Ok(r) => r?,
             Err(e) => {
@@ -612,47 +903,70 @@ impl Worker {
                 return None;
             }
         };
+        let revision = record.revision;
         let doc = serde_json::from_str::<CheckpointDoc>(&record.data)
             .map_err(|e| e.to_string())
             .and_then(|doc| {
                 if doc.v != CHECKPOINT_VERSION {
                     return Err(format!("unknown checkpoint version {}", doc.v));
                 }
-                match shared.defs.get(&doc.flow) {
-                    Some(Def::Flow(f)) if doc.step < f.steps.len() => {
-                        Ok((Def::Flow(Arc::clone(f)), doc))
-                    }
-                    Some(Def::Flow(_)) => {
-                        Err(format!("flow {:?} has no step {}", doc.flow, doc.step))
-                    }
-                    _ => Err(format!("no flow named {:?}", doc.flow)),
-                }
+                Ok(doc)
             });
-        match doc {
-            Ok((def, doc)) => {
-                let preset = (doc.question == Some(0)).then(|| msg.clone());
-                Some((def, Resume { step: doc.step, state: doc.state, preset }, record.revision))
-            }
+        let doc = match doc {
+            Ok(doc) => doc,
             Err(reason) => {
                 self.report(BotError::CorruptCheckpoint {
                     key: self.key.clone(),
                     source: reason.into(),
                 });
-                let cleared = if shared.cas_checkpoints {
-                    shared
-                        .store
-                        .clear_checkpoint_if(self.key.as_str(), record.revision)
-                        .await
-                        .map(drop)
-                } else {
-                    shared.store.clear_checkpoint(self.key.as_str()).await
-                };
-                if let Err(e) = cleared {
-                    self.report(e.into());
-                }
-                None
+                self.clear_found(revision).await;
+                return None;
             }
+        };
+        let fallback = |reason| Found::Fallback {
+            name: doc.flow.clone(),
+            reason,
+            state: doc.state.clone(),
+            revision,
+        };
+        if let Some(reason) = doc.stub {
+            return Some(fallback(reason));
         }
+        let flow = match shared.defs.get(&doc.flow) {
+            Some(Def::Flow(f)) if !doc.ephemeral && doc.step < f.steps.len() => Arc::clone(f),
+            Some(Def::Flow(f))
+                if doc.ephemeral && doc.fingerprint.as_deref() == Some(&f.fingerprint()) =>
+            {
+                Arc::clone(f)
+            }
+            // A forwarded flow this replica runs differently (or not at all): a rolling deploy.
+            _ if doc.ephemeral => return Some(fallback(FallbackReason::Changed)),
+            found => {
+                let reason = match found {
+                    Some(Def::Flow(_)) => format!("flow {:?} has no step {}", doc.flow, doc.step),
+                    _ => format!("no flow named {:?}", doc.flow),
+                };
+                self.report(BotError::CorruptCheckpoint {
+                    key: self.key.clone(),
+                    source: reason.into(),
+                });
+                self.clear_found(revision).await;
+                return None;
+            }
+        };
+        let (preset, kept) = match doc.answer {
+            // The step had its first answer and went on: feed it that answer, and keep the
+            // waking message for its next question.
+            Some(answer) => match self.recorded_answer(answer).await {
+                Some(answer) => (Some(answer), Some(msg.clone())),
+                None => (None, None),
+            },
+            // Parked on its first question: the waking message is that answer.
+            None => ((doc.question == Some(0)).then(|| msg.clone()), None),
+        };
+        let resume =
+            Resume { step: doc.step, state: doc.state, preset, kept, ephemeral: doc.ephemeral };
+        Some(Found::Resume { def: Def::Flow(flow), resume: Box::new(resume), revision })
     }
 
     fn install(&mut self, def: Def, msg: Message, resume: Option<(Resume, u64)>) {
@@ -667,8 +981,11 @@ impl Worker {
             def.timeout(),
         );
         let resumed = resume.is_some();
-        let resume = resume.map(|(resume, revision)| {
+        let resume = resume.map(|(mut resume, revision)| {
             ctx.adopt_checkpoint(revision);
+            if let Some(kept) = resume.kept.take() {
+                ctx.link().deliver(Input::Message(kept));
+            }
             resume
         });
         shared.events.emit(Event::ConversationStarted {
@@ -703,6 +1020,9 @@ impl Worker {
                 Driven::Exited(out) => out,
             };
             let Some(active) = self.active.take() else { return };
+            if let Some(kept) = active.ctx.link().take_message() {
+                self.leftover = Some(kept);
+            }
             match out {
                 Ok(Ok(Next::End)) => self.end(active, EndReason::Completed).await,
                 Ok(Ok(Next::Start(name))) => {
@@ -778,6 +1098,10 @@ impl Worker {
         // Dropping the future first stops whatever the conversation was doing.
         let Active { ctx, name, fut, .. } = active;
         drop(fut);
+        if matches!(reason, EndReason::Suspended | EndReason::LeaseLost) && !ctx.holds_input() {
+            // The message being handled changed this conversation and no checkpoint holds that.
+            self.cut = true;
+        }
         let keeps_checkpoint =
             matches!(reason, EndReason::Stopped | EndReason::Suspended | EndReason::LeaseLost);
         if !keeps_checkpoint && let Err(e) = ctx.clear_checkpoint().await {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use botmesh_traits::{BoxError, ChatKey, Error};
+use botmesh_traits::{BoxError, ChatKey, Error, MessageId};
 
 /// A `Result` whose error defaults to [`BotError`].
 pub type Result<T, E = BotError> = std::result::Result<T, E>;
@@ -17,6 +17,17 @@ pub enum BotError {
     /// A provider, store or coordinator failed; see [`Error::kind`].
     #[error(transparent)]
     Contract(#[from] Error),
+    /// With durability: a message was handled `attempts` times and each time its effect could
+    /// not be stored (its step was cut short, its turn lost); it is acknowledged and dropped.
+    #[error("gave up on message {id} of {key} after {attempts} attempts")]
+    GaveUp {
+        /// The chat.
+        key: ChatKey,
+        /// The message id.
+        id: MessageId,
+        /// How many times it was handled.
+        attempts: u32,
+    },
     /// A handler, hook or conversation returned an error. `source` is the user's own error,
     /// which can be downcast.
     #[error("handler failed in {key}")]
@@ -116,6 +127,9 @@ pub enum ConfigError {
         /// The name.
         name: String,
     },
+    /// Durability was asked for on a store without the inbox journal and the outbox.
+    #[error("durability needs a store with the inbox journal and the outbox")]
+    NoJournal,
     /// A flow has no steps.
     #[error("flow {name:?} has no steps")]
     EmptyFlow {

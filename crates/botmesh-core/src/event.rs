@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 use botmesh_traits::{ChatId, ChatKey, LeaseLostReason, MessageId, TransportStatus};
 use tokio::sync::broadcast;
 
-use crate::BotError;
+use crate::{BotError, FallbackReason};
 
 /// Why a conversation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +41,28 @@ pub enum HandoverOutcome {
     Continued,
     /// This replica's in-memory copy was stale and was dropped.
     Dropped,
+    /// The conversation could not continue; the user was told ([`Fallback::Notify`]).
+    ///
+    /// [`Fallback::Notify`]: crate::Fallback::Notify
+    Notified(FallbackReason),
+    /// The conversation could not continue and was entered again from its beginning
+    /// ([`Fallback::Restart`]).
+    ///
+    /// [`Fallback::Restart`]: crate::Fallback::Restart
+    Restarted(FallbackReason),
+    /// The conversation could not continue; the user's fallback function ran and said whether
+    /// it consumed the message.
+    Custom {
+        /// Why it could not continue.
+        reason: FallbackReason,
+        /// Whether the function consumed the message.
+        consumed: bool,
+    },
+    /// The conversation could not continue and was let go ([`Fallback::Drop`]); the message
+    /// routed as a new one.
+    ///
+    /// [`Fallback::Drop`]: crate::Fallback::Drop
+    Discarded(FallbackReason),
 }
 
 impl HandoverOutcome {
@@ -49,6 +71,21 @@ impl HandoverOutcome {
         match self {
             Self::Continued => "continued",
             Self::Dropped => "dropped",
+            Self::Notified(_) => "notified",
+            Self::Restarted(_) => "restarted",
+            Self::Custom { .. } => "custom",
+            Self::Discarded(_) => "discarded",
+        }
+    }
+
+    /// Why the conversation went to the fallback, for the outcomes that are fallbacks.
+    pub const fn reason(self) -> Option<FallbackReason> {
+        match self {
+            Self::Continued | Self::Dropped => None,
+            Self::Notified(r)
+            | Self::Restarted(r)
+            | Self::Discarded(r)
+            | Self::Custom { reason: r, .. } => Some(r),
         }
     }
 }
@@ -93,6 +130,22 @@ pub enum Event {
         key: ChatKey,
         /// The message id.
         id: MessageId,
+    },
+    /// A message journaled by a replica that died was claimed here to be handled.
+    Replayed {
+        /// The chat key.
+        key: ChatKey,
+        /// The message id.
+        id: MessageId,
+        /// The incarnation that journaled it.
+        from: String,
+    },
+    /// A send was skipped: the outbox says an earlier run of the same step made it.
+    SendSkipped {
+        /// The chat.
+        chat: ChatId,
+        /// The outbox key.
+        outbox: String,
     },
     /// A message was handled: a conversation took it or the handlers ran.
     Handled {
@@ -238,7 +291,8 @@ fn trace_event(event: &Event) {
             tracing::warn!(target: "botmesh", key, reason = reason.as_str(), "lease lost");
         }
         Event::Handover { key, name, outcome } => {
-            tracing::info!(target: "botmesh", key = %key, name, outcome = outcome.as_str(), "handover");
+            let reason = outcome.reason().map(FallbackReason::as_str);
+            tracing::info!(target: "botmesh", key = %key, name, outcome = outcome.as_str(), reason, "handover");
         }
         Event::Started => tracing::info!(target: "botmesh", "bot started"),
         Event::Stopped => tracing::info!(target: "botmesh", "bot stopped"),

@@ -206,6 +206,23 @@ impl Flow {
     pub fn is_persistent(&self) -> bool {
         self.persistent
     }
+
+    /// A hash of the flow's shape (its steps, their kinds, questions and choices), so that a
+    /// replica running a changed definition does not resume a forwarded checkpoint at the
+    /// wrong step.
+    pub(crate) fn fingerprint(&self) -> String {
+        let mut parts: Vec<&str> = vec![&self.name];
+        for step in &self.steps {
+            match step {
+                StepDef::Ask(a) => {
+                    parts.extend(["ask", &a.field, &a.prompt]);
+                    parts.extend(a.choices.iter().map(String::as_str));
+                }
+                StepDef::Do { name, .. } => parts.extend(["do", name.as_str()]),
+            }
+        }
+        format!("{:016x}", crate::handover::fnv1a(&parts))
+    }
 }
 
 /// A free-form conversation: an async function that waits for the user's next message with

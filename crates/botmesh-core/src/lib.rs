@@ -52,9 +52,11 @@ mod conv;
 pub mod coordination;
 mod ctx;
 mod dispatcher;
+mod durable;
 mod error;
 mod event;
 mod flow;
+mod handover;
 mod memory_store;
 mod message;
 mod runner;
@@ -68,6 +70,9 @@ pub use ctx::Ctx;
 pub use error::{BotError, ConfigError, Result};
 pub use event::{EndReason, Event, HandoverOutcome};
 pub use flow::{Ask, Conversation, Flow, Step};
+pub use handover::{
+    Durability, Fallback, FallbackFn, FallbackReason, FlowHandover, Handover, HandoverInfo,
+};
 pub use memory_store::MemoryStore;
 pub use message::Message;
 pub use scheduler::{JobCtx, Missed, SchedulerLease, TaskOptions, Timing};

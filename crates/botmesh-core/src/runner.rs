@@ -5,7 +5,9 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
+use crate::conv::Saving;
 use crate::flow::{Ask, Def, Flow, StepDef};
+use crate::handover::FlowHandover;
 use crate::texts::keys;
 use crate::{BotError, ConvCtx, Event, Message, Result, Step};
 
@@ -21,8 +23,14 @@ pub(crate) enum Next {
 pub(crate) struct Resume {
     pub(crate) step: usize,
     pub(crate) state: Map<String, Value>,
-    /// The answer to the step's first question (the parked-answer rule).
+    /// The answer to the step's first question (the parked-answer rule, or an answer the
+    /// checkpoint recorded).
     pub(crate) preset: Option<Message>,
+    /// A message to hand to the flow's next wait (the one that woke a step whose first answer
+    /// was recorded).
+    pub(crate) kept: Option<Message>,
+    /// The checkpoint was ephemeral.
+    pub(crate) ephemeral: bool,
 }
 
 /// Turns a user's boxed error back into a [`BotError`] when it is one (so that `?` on
@@ -42,7 +50,7 @@ pub(crate) fn run(
     match def {
         Def::Flow(flow) => Box::pin(async move { run_flow(ctx, &flow, resume).await }),
         Def::Conv(conv) => Box::pin(async move {
-            ctx.begin_flow(&conv.name, false, conv.timeout, Map::new());
+            ctx.begin_conversation(&conv.name, conv.timeout);
             (conv.f)(ctx.clone()).await.map(|()| Next::End).map_err(|e| user_error(&ctx, e))
         }),
     }
@@ -53,7 +61,14 @@ async fn run_flow(ctx: ConvCtx, flow: &Flow, resume: Option<Resume>) -> Result<N
         Some(r) => (r.step, r.state, r.preset),
         None => (0, Map::new(), None),
     };
-    ctx.begin_flow(&flow.name, flow.persistent, flow.timeout, state);
+    let saving = if flow.persistent {
+        Saving::Persistent
+    } else if ctx.shared().handover.flows == FlowHandover::Forward {
+        Saving::Ephemeral { fingerprint: flow.fingerprint() }
+    } else {
+        Saving::Off
+    };
+    ctx.begin_flow(&flow.name, saving, flow.timeout, state);
     ctx.set_preset(preset);
     while let Some(step) = flow.steps.get(index) {
         ctx.shared().events.emit(Event::Step {

@@ -1,0 +1,558 @@
+//! Conversation hand-over and durability between replicas: forwarded flows, fallbacks, cut
+//! steps that keep their answer, the inbox journal, replay and the outbox. Every scenario runs
+//! on the in-memory hub (paused time) and on a private real Redis (real time).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use botmesh_coord::CoordinationConfig;
+use botmesh_core::{
+    Ask, BotBuilder, BotError, Conversation, Durability, EndReason, Event, Fallback,
+    FallbackReason, Flow, FlowHandover, Handover, HandoverOutcome, Inbound, MessageId, Step,
+    Trigger,
+};
+use botmesh_testing::TestProvider;
+
+use crate::backends::{Backend, Memory, Redis};
+use crate::replicas::{LEASE, Replica, replica};
+
+on_both_backends!(
+    a_forwarded_flow_continues_on_the_other_replica_after_a_crash,
+    a_forwarded_checkpoint_expires_after_the_ttl,
+    a_graceful_stop_keeps_the_forwarded_checkpoint,
+    a_replica_that_does_not_forward_resumes_and_clears_an_ephemeral_checkpoint,
+    a_changed_flow_goes_to_the_fallback_with_reason_changed,
+    a_flow_holding_state_that_is_not_json_goes_to_the_fallback,
+    fallback_notify_tells_the_user_and_consumes_the_message,
+    fallback_restart_enters_the_conversation_again,
+    fallback_custom_function_decides,
+    fallback_drop_writes_no_stub_and_routes_the_message,
+    a_cut_step_s_embedded_answer_and_its_hook_transcript_reach_the_next_replica,
+    a_cut_step_s_journaled_answer_reaches_the_next_replica,
+    a_webhook_retry_delivered_to_a_second_replica_is_processed_once,
+    a_message_queued_on_a_killed_replica_is_handled_by_another_after_the_lease,
+    a_re_run_step_s_send_reaches_the_user_once,
+    an_answer_no_checkpoint_holds_is_released_and_handled_again,
+    limit_without_durability_a_re_run_step_sends_again,
+    limit_later_answers_of_a_multi_question_step_are_not_forwarded,
+    limit_an_answer_over_max_answer_bytes_is_not_embedded,
+    limit_a_conversation_cut_before_its_first_wait_leaves_no_stub,
+);
+
+const INTERRUPTED: &str = "Sorry, our conversation was interrupted. Let's start again.";
+
+/// A flow without `.persistent()`.
+fn order() -> Flow {
+    Flow::new("order")
+        .trigger(Trigger::keyword("order"))
+        .ask(Ask::new("size", "Size?").choices(["S", "M", "L"]))
+        .ask(Ask::new("qty", "How many?"))
+        .do_step("done", |c| async move {
+            let size: String = c.get("size").unwrap_or_default();
+            let qty: String = c.get("qty").unwrap_or_default();
+            c.send(format!("{qty} x {size}")).await?;
+            Ok::<_, BotError>(Step::Next)
+        })
+}
+
+fn forward(handover: Handover) -> Handover {
+    handover.flows(FlowHandover::Forward)
+}
+
+fn with(handover: Handover, flow: Flow) -> impl FnOnce(BotBuilder) -> BotBuilder {
+    move |b| b.handover(handover).flow(flow)
+}
+
+fn outcomes(r: &Replica) -> Vec<HandoverOutcome> {
+    r.rec
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Handover { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Injects a message with an explicit id (replicas' test providers would otherwise hand out
+/// the same ids, which the shared journal takes for retries).
+fn say(r: &Replica, id: &str, text: &str) {
+    r.provider.inject(Inbound::text("test", MessageId::from(id), "c", text));
+}
+
+async fn a_forwarded_flow_continues_on_the_other_replica_after_a_crash(backend: &impl Backend) {
+    let h = || forward(Handover::new());
+    let a = replica(backend, "a", TestProvider::new(), |c| c, with(h(), order())).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, with(h(), order())).await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    assert!(backend.store().get_checkpoint("c").await.unwrap().is_some(), "a forwarded it");
+    a.coordinator.crash();
+    b.provider.say("c", "M");
+    b.provider.settled(&b.bot).await;
+    b.provider.say("c", "2");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["Size?"]);
+    assert_eq!(b.provider.texts_to("c"), ["How many?", "2 x M"], "b went on at the right step");
+    assert!(outcomes(&b).contains(&HandoverOutcome::Continued));
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "cleared at the end");
+}
+
+async fn a_forwarded_checkpoint_expires_after_the_ttl(backend: &impl Backend) {
+    let h = || forward(Handover::new()).ttl(Duration::from_secs(2));
+    let a = replica(backend, "a", TestProvider::new(), |c| c, with(h(), order())).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, with(h(), order())).await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    a.coordinator.crash();
+    // Real seconds on Redis: the store's expiry runs on its own clock.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+    b.provider.say("c", "M");
+    b.provider.settled(&b.bot).await;
+    assert!(b.provider.texts_to("c").is_empty(), "the expired flow is gone: M routes as new");
+}
+
+async fn a_graceful_stop_keeps_the_forwarded_checkpoint(backend: &impl Backend) {
+    let h = || forward(Handover::new());
+    let a = replica(backend, "a", TestProvider::new(), |c| c, with(h(), order())).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, with(h(), order())).await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    a.bot.stop().await.unwrap();
+    b.provider.say("c", "L");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), ["How many?"]);
+}
+
+async fn a_replica_that_does_not_forward_resumes_and_clears_an_ephemeral_checkpoint(
+    backend: &impl Backend,
+) {
+    let a =
+        replica(backend, "a", TestProvider::new(), |c| c, with(forward(Handover::new()), order()))
+            .await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, with(Handover::new(), order())).await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    b.provider.say("c", "S");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), ["How many?"]);
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "b cleared it");
+    b.provider.say("c", "1");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), ["How many?", "1 x S"], "and went on in memory");
+}
+
+async fn a_changed_flow_goes_to_the_fallback_with_reason_changed(backend: &impl Backend) {
+    let changed = Flow::new("order")
+        .trigger(Trigger::keyword("order"))
+        .ask(Ask::new("size", "Which size: S, M or L?").choices(["S", "M", "L"]))
+        .ask(Ask::new("qty", "How many?"));
+    let a =
+        replica(backend, "a", TestProvider::new(), |c| c, with(forward(Handover::new()), order()))
+            .await;
+    let h = forward(Handover::new()).fallback(Fallback::Notify);
+    let b = replica(backend, "b", TestProvider::new(), |c| c, with(h, changed)).await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    b.provider.say("c", "M");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), [INTERRUPTED], "not resumed at the wrong step");
+    assert_eq!(outcomes(&b), [HandoverOutcome::Notified(FallbackReason::Changed)]);
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+}
+
+async fn a_flow_holding_state_that_is_not_json_goes_to_the_fallback(backend: &impl Backend) {
+    /// Stands for a client or handle a flow keeps between steps.
+    struct Handle;
+    let quote = || {
+        Flow::new("quote")
+            .trigger(Trigger::keyword("quote"))
+            .do_step("connect", |c| async move {
+                c.set_local("pricing", Handle);
+                Ok::<_, BotError>(Step::Next)
+            })
+            .ask(Ask::new("amount", "Amount?"))
+    };
+    let h = || forward(Handover::new()).fallback(Fallback::Notify);
+    let a = replica(backend, "a", TestProvider::new(), |c| c, with(h(), quote())).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, with(h(), quote())).await;
+    a.provider.say("c", "quote");
+    a.provider.settled(&a.bot).await;
+    let stub = backend.store().get_checkpoint("c").await.unwrap().unwrap();
+    assert!(stub.data.contains("not-json"), "a stub, not the flow: {}", stub.data);
+    b.provider.say("c", "5");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), [INTERRUPTED]);
+    assert_eq!(outcomes(&b), [HandoverOutcome::Notified(FallbackReason::NotJson)]);
+}
+
+fn support() -> Conversation {
+    Conversation::new("support", |c| async move {
+        let problem = c.ask("What went wrong?").await?;
+        c.send(format!("Noted: {}", problem.body)).await?;
+        Ok::<_, BotError>(())
+    })
+    .trigger(Trigger::keyword("help"))
+}
+
+fn echo(b: BotBuilder) -> BotBuilder {
+    b.on_message(|ctx| async move {
+        ctx.reply(format!("echo {}", ctx.body())).await?;
+        Ok::<_, BotError>(())
+    })
+}
+
+/// Two replicas running `support` with `fallback`; a starts it, b gets the answer.
+async fn conversation_cut_over(
+    backend: &impl Backend,
+    fallback: impl Fn() -> Fallback,
+) -> (Replica, Replica) {
+    let bot = |f: Fallback| {
+        move |b: BotBuilder| echo(b.handover(Handover::new().fallback(f)).conversation(support()))
+    };
+    let a = replica(backend, "a", TestProvider::new(), |c| c, bot(fallback())).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, bot(fallback())).await;
+    a.provider.say("c", "help");
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["What went wrong?"]);
+    a.coordinator.crash();
+    b.provider.say("c", "printer");
+    b.provider.settled(&b.bot).await;
+    (a, b)
+}
+
+async fn fallback_notify_tells_the_user_and_consumes_the_message(backend: &impl Backend) {
+    let (_a, b) = conversation_cut_over(backend, || Fallback::Notify).await;
+    assert_eq!(b.provider.texts_to("c"), [INTERRUPTED]);
+    assert_eq!(outcomes(&b), [HandoverOutcome::Notified(FallbackReason::Conversation)]);
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "the stub is cleared");
+}
+
+async fn fallback_restart_enters_the_conversation_again(backend: &impl Backend) {
+    let (_a, b) = conversation_cut_over(backend, || Fallback::Restart).await;
+    assert_eq!(b.provider.texts_to("c"), ["What went wrong?"], "entered again from its start");
+    assert_eq!(outcomes(&b), [HandoverOutcome::Restarted(FallbackReason::Conversation)]);
+    b.provider.say("c", "paper jam");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), ["What went wrong?", "Noted: paper jam"]);
+}
+
+async fn fallback_custom_function_decides(backend: &impl Backend) {
+    let custom = || {
+        Fallback::custom(|info, ctx| async move {
+            if ctx.body() == "printer" {
+                ctx.reply(format!("{} was cut ({})", info.name, info.reason.as_str())).await?;
+                return Ok::<_, BotError>(true);
+            }
+            Ok(false)
+        })
+    };
+    let (_a, b) = conversation_cut_over(backend, custom).await;
+    assert_eq!(b.provider.texts_to("c"), ["support was cut (conversation)"]);
+    assert_eq!(
+        outcomes(&b),
+        [HandoverOutcome::Custom { reason: FallbackReason::Conversation, consumed: true }]
+    );
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+}
+
+async fn fallback_drop_writes_no_stub_and_routes_the_message(backend: &impl Backend) {
+    let bot = |b: BotBuilder| echo(b.conversation(support()));
+    let a = replica(backend, "a", TestProvider::new(), |c| c, bot).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, bot).await;
+    a.provider.say("c", "help");
+    a.provider.settled(&a.bot).await;
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "no write at all");
+    b.provider.say("c", "printer");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), ["echo printer"], "routed as a new message");
+}
+
+/// A step that takes its first answer, works (slowly on the first replica, past `settle`),
+/// then asks a second question.
+fn survey(slow: bool) -> Flow {
+    Flow::new("survey").trigger(Trigger::keyword("go")).persistent().do_step(
+        "work",
+        move |c| async move {
+            let m = c.ask("Ready?").await?;
+            if slow {
+                c.sleep(Duration::from_secs(3600)).await;
+            }
+            c.send(format!("finished after {} ({})", m.body, m.kind)).await?;
+            let name = c.ask("Name?").await?;
+            c.send(format!("bye {}", name.body)).await?;
+            Ok::<_, BotError>(Step::Next)
+        },
+    )
+}
+
+/// A voice note's transcript, as a speech-to-text hook would make it; counts its calls.
+fn transcribe(calls: Arc<AtomicUsize>) -> impl FnOnce(BotBuilder) -> BotBuilder {
+    move |b| {
+        b.before_message(move |mut m| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if let Some(words) = m.body.strip_prefix("voice:") {
+                    let words = format!("{words} (transcribed)");
+                    m.set_body(words).set_kind("voice-transcript");
+                }
+                Ok::<_, BotError>(m)
+            }
+        })
+    }
+}
+
+async fn cut_step_scenario(backend: &impl Backend, durable: bool, form: &str) {
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let (a_calls, b_calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let bot = move |slow: bool, calls: &Arc<AtomicUsize>| {
+        let hook = transcribe(Arc::clone(calls));
+        move |b: BotBuilder| {
+            let b = hook(b).flow(survey(slow));
+            if durable { b.durability(Durability::new()) } else { b }
+        }
+    };
+    let a = replica(backend, "a", TestProvider::new(), settle, bot(true, &a_calls)).await;
+    let b = replica(backend, "b", TestProvider::new(), settle, bot(false, &b_calls)).await;
+    say(&a, "a1", "go");
+    a.provider.settled(&a.bot).await;
+    say(&a, "a2", "voice:yes");
+    a.provider.settled(&a.bot).await;
+    assert!(
+        a.rec
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Suspended, .. })),
+        "a's step was cut at settle"
+    );
+    let checkpoint = backend.store().get_checkpoint("c").await.unwrap().unwrap();
+    assert!(checkpoint.data.contains(form), "answer recorded as {form}: {}", checkpoint.data);
+    say(&b, "b1", "Ann");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(
+        b.provider.texts_to("c"),
+        ["finished after yes (transcribed) (voice-transcript)", "bye Ann"],
+        "b was fed the recorded answer as the hooks made it, and kept Ann for the next question"
+    );
+    assert_eq!(b_calls.load(Ordering::SeqCst), 1, "b's hooks ran for Ann only");
+    assert_eq!(a_calls.load(Ordering::SeqCst), 2);
+}
+
+async fn a_cut_step_s_embedded_answer_and_its_hook_transcript_reach_the_next_replica(
+    backend: &impl Backend,
+) {
+    cut_step_scenario(backend, false, r#""form":"embedded""#).await;
+}
+
+async fn a_cut_step_s_journaled_answer_reaches_the_next_replica(backend: &impl Backend) {
+    cut_step_scenario(backend, true, r#""form":"journaled""#).await;
+}
+
+fn durable(b: BotBuilder) -> BotBuilder {
+    b.durability(Durability::new().replay_every(Duration::from_millis(100)))
+}
+
+async fn a_webhook_retry_delivered_to_a_second_replica_is_processed_once(backend: &impl Backend) {
+    let bot = |b: BotBuilder| echo(durable(b));
+    let a = replica(backend, "a", TestProvider::new(), |c| c, bot).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, bot).await;
+    say(&a, "w1", "pay me");
+    say(&b, "w1", "pay me");
+    a.provider.settled(&a.bot).await;
+    b.provider.settled(&b.bot).await;
+    let sent = [a.provider.texts_to("c"), b.provider.texts_to("c")].concat();
+    assert_eq!(sent, ["echo pay me"], "handled on one replica only");
+    let dup = |r: &Replica| r.rec.events().iter().any(|e| matches!(e, Event::Duplicate { .. }));
+    assert!(dup(&a) || dup(&b), "the other one saw it as a duplicate");
+}
+
+/// Echoes, after an hour for "slow" on a slow replica.
+fn slow_echo(name: &'static str, slow: bool) -> impl Fn(BotBuilder) -> BotBuilder + Copy {
+    move |b| {
+        durable(b).on_message(move |ctx| async move {
+            if slow && ctx.body() == "slow" {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            ctx.reply(format!("{name} did {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        })
+    }
+}
+
+async fn a_message_queued_on_a_killed_replica_is_handled_by_another_after_the_lease(
+    backend: &impl Backend,
+) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, slow_echo("a", true)).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, slow_echo("b", false)).await;
+    say(&a, "a1", "slow");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    say(&a, "a2", "queued");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let t0 = tokio::time::Instant::now();
+    a.coordinator.crash();
+    b.provider.wait_sent(2).await;
+    let waited = t0.elapsed();
+    assert!(waited >= LEASE * 2 / 3 - Duration::from_millis(50), "after a's lease: {waited:?}");
+    assert_eq!(b.provider.texts_to("c"), ["b did slow", "b did queued"], "replayed in order");
+    assert!(a.provider.sent().is_empty());
+    let replayed = b.rec.events().iter().filter(|e| matches!(e, Event::Replayed { .. })).count();
+    assert_eq!(replayed, 2);
+    b.provider.settled(&b.bot).await;
+    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "both acknowledged");
+}
+
+/// A persistent flow whose step sends, works (for an hour on a slow replica), and sends again.
+fn pay(slow: bool) -> Flow {
+    Flow::new("pay").trigger(Trigger::keyword("pay")).persistent().do_step(
+        "charge",
+        move |c| async move {
+            c.send("charged").await?;
+            if slow {
+                c.sleep(Duration::from_secs(3600)).await;
+            }
+            c.send("done").await?;
+            Ok::<_, BotError>(Step::Next)
+        },
+    )
+}
+
+async fn a_re_run_step_s_send_reaches_the_user_once(backend: &impl Backend) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| durable(b).flow(pay(true))).await;
+    let b =
+        replica(backend, "b", TestProvider::new(), |c| c, |b| durable(b).flow(pay(false))).await;
+    say(&a, "a1", "pay");
+    a.provider.wait_sent(1).await;
+    a.coordinator.crash();
+    // b replays "pay" once a's lease ran out, and runs the step again.
+    b.provider.wait_sent(1).await;
+    b.provider.settled(&b.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["charged"]);
+    assert_eq!(b.provider.texts_to("c"), ["done"], "\"charged\" went out once, from a");
+    assert!(b.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. })));
+}
+
+async fn an_answer_no_checkpoint_holds_is_released_and_handled_again(backend: &impl Backend) {
+    // The step's second answer is consumed and the step is cut before it ends: no checkpoint
+    // holds that answer, so the journal record is released and the message handled again.
+    let first_run = Arc::new(AtomicBool::new(true));
+    let flow = {
+        let first_run = Arc::clone(&first_run);
+        Flow::new("form").trigger(Trigger::keyword("form")).persistent().do_step("fill", move |c| {
+            let first_run = Arc::clone(&first_run);
+            async move {
+                let one = c.ask("First?").await?;
+                let two = c.ask("Second?").await?;
+                if first_run.swap(false, Ordering::SeqCst) {
+                    c.sleep(Duration::from_secs(3600)).await;
+                }
+                c.send(format!("{} {}", one.body, two.body)).await?;
+                Ok::<_, BotError>(Step::Next)
+            }
+        })
+    };
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let a = replica(backend, "a", TestProvider::new(), settle, |b| durable(b).flow(flow)).await;
+    say(&a, "a1", "form");
+    a.provider.settled(&a.bot).await;
+    say(&a, "a2", "1");
+    a.provider.settled(&a.bot).await;
+    say(&a, "a3", "2");
+    a.provider.wait_sent(3).await;
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["First?", "Second?", "1 2"]);
+    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty());
+}
+
+async fn limit_without_durability_a_re_run_step_sends_again(backend: &impl Backend) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| b.flow(pay(true))).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, |b| b.flow(pay(false))).await;
+    a.provider.say("c", "pay");
+    a.provider.wait_sent(1).await;
+    a.coordinator.crash();
+    b.provider.say("c", "hello?");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["charged"]);
+    assert_eq!(b.provider.texts_to("c"), ["charged", "done"], "at least once: sent again");
+}
+
+/// A step with two questions, slow after the second answer on the first replica.
+fn two_questions(slow: bool) -> Flow {
+    Flow::new("form").trigger(Trigger::keyword("form")).persistent().do_step(
+        "fill",
+        move |c| async move {
+            let one = c.ask("First?").await?;
+            let two = c.ask("Second?").await?;
+            if slow {
+                c.sleep(Duration::from_secs(3600)).await;
+            }
+            c.send(format!("{} {}", one.body, two.body)).await?;
+            Ok::<_, BotError>(Step::Next)
+        },
+    )
+}
+
+async fn limit_later_answers_of_a_multi_question_step_are_not_forwarded(backend: &impl Backend) {
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let a =
+        replica(backend, "a", TestProvider::new(), settle, |b| b.flow(two_questions(true))).await;
+    let b =
+        replica(backend, "b", TestProvider::new(), settle, |b| b.flow(two_questions(false))).await;
+    a.provider.say("c", "form");
+    a.provider.settled(&a.bot).await;
+    a.provider.say("c", "1");
+    a.provider.settled(&a.bot).await;
+    a.provider.say("c", "2");
+    a.provider.settled(&a.bot).await;
+    b.provider.say("c", "x");
+    b.provider.settled(&b.bot).await;
+    // The first answer was recorded; "2" was not: the waking message answers the second
+    // question instead.
+    assert_eq!(b.provider.texts_to("c"), ["1 x"]);
+}
+
+async fn limit_an_answer_over_max_answer_bytes_is_not_embedded(backend: &impl Backend) {
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let h = || Handover::new().max_answer_bytes(64);
+    let a = replica(backend, "a", TestProvider::new(), settle, with(h(), survey(true))).await;
+    let b = replica(backend, "b", TestProvider::new(), settle, with(h(), survey(false))).await;
+    a.provider.say("c", "go");
+    a.provider.settled(&a.bot).await;
+    a.provider.say("c", &"y".repeat(200));
+    a.provider.settled(&a.bot).await;
+    b.provider.say("c", "hello");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), ["Ready?"], "the step starts again and asks again");
+}
+
+async fn limit_a_conversation_cut_before_its_first_wait_leaves_no_stub(backend: &impl Backend) {
+    let slow_start = |slow: bool| {
+        Conversation::new("support", move |c| async move {
+            if slow {
+                c.sleep(Duration::from_secs(3600)).await;
+            }
+            let problem = c.ask("What went wrong?").await?;
+            c.send(format!("Noted: {}", problem.body)).await?;
+            Ok::<_, BotError>(())
+        })
+        .trigger(Trigger::keyword("help"))
+    };
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let bot = move |slow: bool| {
+        move |b: BotBuilder| {
+            echo(
+                b.handover(Handover::new().fallback(Fallback::Notify))
+                    .conversation(slow_start(slow)),
+            )
+        }
+    };
+    let a = replica(backend, "a", TestProvider::new(), settle, bot(true)).await;
+    let b = replica(backend, "b", TestProvider::new(), settle, bot(false)).await;
+    a.provider.say("c", "help");
+    a.provider.settled(&a.bot).await;
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "nothing to hand over");
+    b.provider.say("c", "printer");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), ["echo printer"]);
+}
