@@ -1,8 +1,9 @@
 //! Project automation for botmesh: `cargo xtask <command>`.
 //!
-//! - `test`: starts the local Redis, PostgreSQL and MariaDB if they are down, runs every test
-//!   of the workspace (nextest, then doctests), `tidy`, and the shop example end to end, and
-//!   ends with one `N passed, N failed` line.
+//! - `test`: starts the local Redis, PostgreSQL and MariaDB if they are down, creates the Python
+//!   environment of the Mongo wire server if it is missing, runs every test of the workspace
+//!   (nextest, then doctests), `tidy`, and the shop example end to end, and ends with one
+//!   `N passed, N failed` line.
 //! - `tidy`: checks the architecture invariants of `docs/architecture.md` by machine.
 //! - `bench SUITE`: runs a benchmark suite in release mode; figures go to stdout and to
 //!   `target/bench/SUITE.json`.
@@ -45,6 +46,9 @@ fn root() -> PathBuf {
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
+
+/// The variable that tells `botmesh_testing::MongoServer` which Python to run.
+const MONGO_PYTHON: &str = "BOTMESH_MONGO_PYTHON";
 
 fn cargo() -> Command {
     let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -123,14 +127,25 @@ fn has_nextest() -> bool {
 
 fn test(filters: &[&str]) -> Result<()> {
     services::ensure_all()?;
+    let mongo_python = services::ensure_mongo_python(&root())?;
     let mut passed = 0;
     let mut failed = 0;
     let mut broken = Vec::new();
 
     let (out, ok) = if has_nextest() {
-        run_tee(cargo().args(["nextest", "run", "--workspace", "--profile", "ci"]).args(filters))?
+        run_tee(
+            cargo()
+                .args(["nextest", "run", "--workspace", "--profile", "ci"])
+                .args(filters)
+                .env(MONGO_PYTHON, &mongo_python),
+        )?
     } else {
-        run_tee(cargo().args(["test", "--workspace", "--all-targets"]).args(filters))?
+        run_tee(
+            cargo()
+                .args(["test", "--workspace", "--all-targets"])
+                .args(filters)
+                .env(MONGO_PYTHON, &mongo_python),
+        )?
     };
     let (p, f) = count(&out);
     passed += p;
@@ -228,10 +243,14 @@ fn bench(args: &[&str]) -> Result<()> {
     let target =
         env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
     let out = target.join("bench").join(format!("{suite}.json"));
+    let mut command = cargo();
     if matches!(*suite, "redis" | "stores") {
         services::ensure_all()?;
     }
-    run(cargo()
+    if *suite == "stores" {
+        command.env(MONGO_PYTHON, services::ensure_mongo_python(&root())?);
+    }
+    run(command
         .args(["run", "--quiet", "--release", "--package", "botmesh-bench", "--"])
         .arg(suite)
         .arg(&out)

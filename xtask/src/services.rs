@@ -101,3 +101,52 @@ fn start(s: &Service, binary: &PathBuf) -> Result<()> {
     }
     Ok(())
 }
+
+/// Where the Mongo wire server's Python environment lives: beside CI's target directory, in
+/// the user's cache, so that it survives between runs. `botmesh-testing`'s `MongoServer` looks
+/// in the same place when `BOTMESH_MONGO_PYTHON` is not set.
+fn mongo_venv() -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    cache.join("botmesh").join("py")
+}
+
+/// Makes sure a Python environment with the Mongo wire server's pinned packages
+/// (`crates/botmesh-testing/mongo/requirements.txt`) exists, creating or updating it with
+/// `python3 -m venv` and pip when it is missing or its packages changed. Returns its
+/// interpreter, for `BOTMESH_MONGO_PYTHON`.
+pub(crate) fn ensure_mongo_python(root: &std::path::Path) -> Result<PathBuf> {
+    let requirements = root.join("crates/botmesh-testing/mongo/requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements)
+        .with_context(|| format!("reading {}", requirements.display()))?;
+    let venv = mongo_venv();
+    let python = venv.join("bin").join("python3");
+    let stamp = venv.join("botmesh-requirements.txt");
+    if python.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) {
+        return Ok(python);
+    }
+    if find("python3").is_none() {
+        bail!("the Mongo wire server needs Python 3: apt-get install python3 python3-venv");
+    }
+    println!("xtask: creating the Mongo wire server's Python environment in {}", venv.display());
+    let status = Command::new("python3")
+        .args(["-m", "venv", "--clear"])
+        .arg(&venv)
+        .status()
+        .context("running python3 -m venv")?;
+    if !status.success() {
+        bail!("python3 -m venv failed with {status}: apt-get install python3-venv");
+    }
+    let status = Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&requirements)
+        .status()
+        .context("running pip")?;
+    if !status.success() {
+        bail!("pip install -r {} failed with {status}", requirements.display());
+    }
+    std::fs::write(&stamp, wanted)?;
+    Ok(python)
+}

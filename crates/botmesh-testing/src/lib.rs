@@ -15,6 +15,9 @@
 //! - [`RedisServer`] and [`RedisCluster`]: private `redis-server` processes on free loopback
 //!   ports, with kill, restart and pause controls, so that fault tests never touch the
 //!   machine's shared Redis.
+//! - [`MongoServer`]: a private MongoDB wire-protocol server (`mockupdb` speaking the protocol,
+//!   `mongomock` keeping the data) on a free loopback port, since no real `mongod` runs on the
+//!   development machines.
 //!
 //! # Example
 //!
@@ -43,6 +46,7 @@ mod conformance;
 mod coordinator_conformance;
 mod faulty;
 mod memory_coordinator;
+mod mongo_server;
 mod redis_server;
 mod test_provider;
 
@@ -50,5 +54,6 @@ pub use conformance::store_conformance;
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
 pub use faulty::FaultyCoordinator;
 pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
+pub use mongo_server::MongoServer;
 pub use redis_server::{RedisCluster, RedisServer};
 pub use test_provider::TestProvider;
