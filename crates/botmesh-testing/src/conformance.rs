@@ -34,7 +34,7 @@ pub async fn store_conformance(store: Arc<dyn Store>) {
     let caps = store.capabilities();
     if caps.atomic_checkpoints() {
         compare_and_set(&*store, &p).await;
-        racing_writers(&store, &p).await;
+        racing_writers(&[Arc::clone(&store)], &format!("{p}:race"), 4, 100).await;
     } else {
         let e = store.set_checkpoint_if(&p, &CheckpointWrite::new("{}"), None).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unsupported);
@@ -173,37 +173,40 @@ async fn compare_and_set(store: &dyn Store, p: &str) {
     );
 }
 
-/// Several writers race one revision, round after round: exactly one wins each round.
-async fn racing_writers(store: &Arc<dyn Store>, p: &str) {
-    const WRITERS: usize = 4;
-    const ROUNDS: usize = 100;
-    let key = format!("{p}:race");
-    store.set_checkpoint(&key, &CheckpointWrite::new("0")).await.unwrap();
-    for round in 0..ROUNDS {
-        let current = store.get_checkpoint(&key).await.unwrap().unwrap().revision;
+/// `writers` tasks, spread in turn over `stores` (separate clients or pools of one backend),
+/// race `set_checkpoint_if` on the current revision of `key`, `rounds` times: exactly one wins
+/// each round, and the last winner's write is the one stored. `stores` must not be empty.
+///
+/// The store conformance suite runs it on one store; store crates run it across two clients.
+pub async fn racing_writers(stores: &[Arc<dyn Store>], key: &str, writers: usize, rounds: usize) {
+    let mut expected = stores[0].set_checkpoint(key, &CheckpointWrite::new("0")).await.unwrap();
+    for round in 0..rounds {
         let mut tasks = Vec::new();
-        for w in 0..WRITERS {
-            let store = Arc::clone(store);
-            let key = key.clone();
+        for w in 0..writers {
+            let store = Arc::clone(&stores[w % stores.len()]);
+            let key = key.to_owned();
             tasks.push(tokio::spawn(async move {
                 store
                     .set_checkpoint_if(
                         &key,
                         &CheckpointWrite::new(format!("{round}:{w}")),
-                        Some(current),
+                        Some(expected),
                     )
                     .await
                     .unwrap()
             }));
         }
-        let mut winners = 0;
+        let mut winners = Vec::new();
         for t in tasks {
-            if matches!(t.await.unwrap(), CasOutcome::Written { .. }) {
-                winners += 1;
+            if let CasOutcome::Written { revision } = t.await.unwrap() {
+                winners.push(revision);
             }
         }
-        assert_eq!(winners, 1, "round {round}: exactly one writer wins a revision");
+        assert_eq!(winners.len(), 1, "round {round}: exactly one writer wins a revision");
+        expected = winners[0];
     }
+    let last = stores[stores.len() - 1].get_checkpoint(key).await.unwrap().unwrap();
+    assert_eq!(last.revision, expected, "the last winner's write is the one stored");
 }
 
 async fn fenced_locks(store: &dyn Store, p: &str) {

@@ -7,7 +7,8 @@
 //!   hub coordinate like replicas sharing Redis; [`MemoryCoordinator::crash`] and
 //!   [`MemoryCoordinator::set_stalled`] simulate a replica dying or failing to renew its lease.
 //! - [`store_conformance`]: the behaviour every [`Store`](botmesh_traits::Store) must have,
-//!   as one function each store crate calls from its own tests against a real backend.
+//!   as one function each store crate calls from its own tests against a real backend, and
+//!   [`racing_writers`], compare-and-set writers racing across several clients.
 //! - [`coordinator_conformance`]: the same for every
 //!   [`Coordinator`](botmesh_traits::Coordinator), driven through a [`CoordinatorHarness`] that
 //!   starts replicas on one shared backend.
@@ -50,7 +51,7 @@ mod mongo_server;
 mod redis_server;
 mod test_provider;
 
-pub use conformance::store_conformance;
+pub use conformance::{racing_writers, store_conformance};
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
 pub use faulty::FaultyCoordinator;
 pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
