@@ -2,15 +2,19 @@
 //! backend that runs here: `BACKEND_cas_p50_us`, `BACKEND_cas_p99_us`, `BACKEND_inbox_p50_us`.
 //!
 //! PostgreSQL and MariaDB are the machine's own servers, each in a fresh database dropped
-//! afterwards; Redis is a private server; SQLite is a temporary file.
+//! afterwards; Redis is a private server; SQLite is a temporary file. MongoDB is the
+//! wire-protocol test server (`mockupdb` + `mongomock` in Python, see
+//! `botmesh_testing::MongoServer`), since no real `mongod` runs here: its figures measure the
+//! driver and the store's round trips against that server, not MongoDB's own speed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use botmesh_core::{CasOutcome, CheckpointWrite, InboxRecord, MemoryStore, Store};
+use botmesh_mongo_store::{MongoOptions, MongoStore};
 use botmesh_redis_store::RedisStore;
 use botmesh_sql_store::{MySqlStore, PostgresStore, SqliteStore};
-use botmesh_testing::RedisServer;
+use botmesh_testing::{MongoServer, RedisServer};
 use sqlx::Executor;
 
 use crate::Figures;
@@ -98,6 +102,12 @@ pub(crate) async fn run() -> Res<Figures> {
     let server = RedisServer::start()?;
     let redis: Arc<dyn Store> = Arc::new(RedisStore::new(&server.url(), "bench").await?);
     figures(&mut out, "redis", measure(&*redis).await?);
+
+    let server = MongoServer::start()?;
+    let mongo = MongoStore::connect(MongoOptions::new(server.url()).database(&name)).await?;
+    let measured = measure(&mongo).await;
+    mongo.database().drop().await?;
+    figures(&mut out, "mongo", measured?);
 
     Ok(out)
 }
