@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use botmesh_core::Bot;
+use botmesh_core::{Bot, Inbound, MessageId};
 use botmesh_testing::TestProvider;
 
 /// Chats in a load run.
@@ -19,12 +19,20 @@ pub(crate) async fn spread(
     let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
     let mut pick: u64 = 0x9E37_79B9_7F4A_7C15;
     let started = Instant::now();
-    for _ in 0..PER_CHAT {
-        for chat in &chats {
+    for n in 0..PER_CHAT {
+        for (c, chat) in chats.iter().enumerate() {
             pick ^= pick << 13;
             pick ^= pick >> 7;
             pick ^= pick << 17;
-            replicas[(pick % replicas.len() as u64) as usize].1.say(chat, "hello");
+            // Ids unique across the replicas, as a platform's are (a shared journal would take
+            // equal ids for retries).
+            let id = MessageId::from(format!("{n}-{c}"));
+            replicas[(pick % replicas.len() as u64) as usize].1.inject(Inbound::text(
+                "test",
+                id,
+                chat.as_str(),
+                "hello",
+            ));
         }
     }
     for (bot, provider) in replicas {

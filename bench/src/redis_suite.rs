@@ -10,12 +10,18 @@
 //!   100 messages spread over the bots like a load balancer, with `RedisStore` as the store:
 //!   three coordinated replicas, one bot without coordination, and three bots that serialize
 //!   each chat with a `SET NX PX` lock polled every 5 ms (a baseline that exists only here).
+//! - `durable_extra_writes_per_msg`: the Redis commands per message that durability adds, with
+//!   `RedisStore` as the store: round trips counted from `INFO commandstats` (script calls and
+//!   plain commands, not the commands scripts run inside Redis), the durable run minus the same
+//!   run without durability. Expected: the journal append, its acknowledgement and the outbox
+//!   claim of the reply.
+//! - `durable_msgs_per_s`: the `replicas3_msgs_per_s` load with durability on.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotBuilder, BotError, MemoryStore, Store};
+use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore, Store};
 use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 
@@ -82,6 +88,40 @@ async fn roundtrips(url: &str) -> Res<f64> {
         .filter_map(|l| l.strip_prefix("cmdstat_"))
         .filter(|l| {
             ["eval:", "evalsha:", "eval_ro:", "evalsha_ro:"].iter().any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum();
+    Ok(calls as f64 / MESSAGES as f64)
+}
+
+/// Redis round trips per message for one coordinated echo bot on a `RedisStore`, with or
+/// without durability.
+async fn commands_per_msg(url: &str, durable: bool) -> Res<f64> {
+    const MESSAGES: usize = 2_000;
+    flush(url).await?;
+    let store: Arc<dyn Store> = Arc::new(RedisStore::new(url, "w").await?);
+    let builder = echo(Bot::builder());
+    let builder = if durable { builder.durability(Durability::new()) } else { builder };
+    let (bot, provider) = coordinated(url, "w", "a", store, builder).await?;
+    provider.say("warm", "x");
+    provider.settled(&bot).await;
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut conn).await?;
+    for m in 0..MESSAGES {
+        provider.say(&format!("chat-{m}"), "x");
+    }
+    provider.settled(&bot).await;
+    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
+    bot.stop().await?;
+    // Round trips only: script calls and the plain commands the store sends on its own. The
+    // commands a script runs inside Redis (HSET, ZADD, ...) are not counted.
+    let calls: u64 = stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| {
+            ["eval:", "evalsha:", "set:", "get:", "del:", "exists:", "hmget:"]
+                .iter()
+                .any(|p| l.starts_with(p))
         })
         .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
         .sum();
@@ -232,6 +272,15 @@ pub(crate) async fn run() -> Res<Figures> {
     }
 
     flush(&url).await?;
+    let mut three = Vec::new();
+    for id in ["a", "b", "c"] {
+        let builder = echo(Bot::builder()).durability(Durability::new());
+        three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
+    }
+    let durable = spread(&three).await?;
+    let extra_writes = commands_per_msg(&url, true).await? - commands_per_msg(&url, false).await?;
+
+    flush(&url).await?;
     let uncoordinated = {
         let provider = TestProvider::new();
         let bot =
@@ -253,5 +302,7 @@ pub(crate) async fn run() -> Res<Figures> {
         ("uncoordinated_msgs_per_s", uncoordinated, "msg/s"),
         ("naive_lock_msgs_per_s", naive, "msg/s"),
         ("replicas3_vs_naive_ratio", replicas3 / naive, "x"),
+        ("durable_extra_writes_per_msg", extra_writes, "commands/msg"),
+        ("durable_msgs_per_s", durable, "msg/s"),
     ])
 }

@@ -605,19 +605,34 @@ impl Worker {
             },
             None => work.await,
         };
-        if let Some((id, attempt, inbound)) = journaled {
-            // Acknowledged only once a checkpoint holds the message's effect; otherwise it is
-            // handled again.
-            if self.cut {
+        // Acknowledged only once a checkpoint holds the message's effect (it did by now, or
+        // `cut` says it did not, and the message is handled again).
+        let ack = match journaled {
+            Some((id, attempt, inbound)) if self.cut => {
                 self.retry_or_ack(inbound, id, attempt).await;
-            } else if let Err(e) = shared.store.inbox_ack(&id).await {
-                self.report(e.into());
+                None
             }
-        }
-        if let Some((coordination, turn)) = turn {
-            self.turn.set(None);
-            let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
-            coordination.release(turn, options.retain(self.waiting_for())).await;
+            Some((id, ..)) => Some(id),
+            None => None,
+        };
+        let ack = async {
+            match ack {
+                Some(id) => shared.store.inbox_ack(&id).await,
+                None => Ok(()),
+            }
+        };
+        let retain = self.waiting_for();
+        let release = async {
+            if let Some((coordination, turn)) = turn {
+                self.turn.set(None);
+                let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
+                coordination.release(turn, options.retain(retain)).await;
+            }
+        };
+        // The two are independent: the next holder may start while the ack is on the wire.
+        let (acked, ()) = tokio::join!(ack, release);
+        if let Err(e) = acked {
+            self.report(e.into());
         }
     }
 
