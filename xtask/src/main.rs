@@ -42,9 +42,11 @@ fn main() -> Result<()> {
 
 /// The workspace root.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    // `cargo run` sets the variable at run time too: prefer it, so that a binary built from
+    // another checkout sharing the target directory still works on this one.
+    let manifest = env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 /// The variable that tells `botmesh_testing::MongoServer` which Python to run.
