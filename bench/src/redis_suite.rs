@@ -62,11 +62,24 @@ async fn flush(url: &str) -> Res<()> {
     Ok(())
 }
 
-/// Commands per message on the uncontended path.
-async fn roundtrips(url: &str) -> Res<f64> {
+/// The script calls a Redis round trip can be: every command a script runs inside Redis is
+/// counted in `INFO commandstats` too, but is not a round trip.
+const SCRIPT_CALLS: &[&str] = &["eval:", "evalsha:", "eval_ro:", "evalsha_ro:"];
+
+/// The plain commands the store sends on its own (next to its scripts).
+const PLAIN_CALLS: &[&str] = &["set:", "get:", "del:", "exists:", "hmget:"];
+
+/// Round trips per message for one coordinated echo bot handling 2,000 messages of as many
+/// chats, counted from `INFO commandstats` as the calls of `commands` (heartbeats aside: they
+/// are `SET`s on their own connection, a handful per run).
+async fn round_trips_per_msg(
+    url: &str,
+    store: Arc<dyn Store>,
+    builder: BotBuilder,
+    commands: &[&str],
+) -> Res<f64> {
     const MESSAGES: usize = 2_000;
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let (bot, provider) = coordinated(url, "rt", "a", store, echo(Bot::builder())).await?;
+    let (bot, provider) = coordinated(url, "rt", "a", store, builder).await?;
     // Warm up: load the scripts once.
     provider.say("warm", "x");
     provider.settled(&bot).await;
@@ -81,51 +94,30 @@ async fn roundtrips(url: &str) -> Res<f64> {
     if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
         eprintln!("{stats}");
     }
-    // Commands a script runs inside Redis are counted too, but are not round trips: the
-    // store is in memory here, so the coordination path's round trips are its script calls.
     let calls: u64 = stats
         .lines()
         .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter(|l| {
-            ["eval:", "evalsha:", "eval_ro:", "evalsha_ro:"].iter().any(|p| l.starts_with(p))
-        })
+        .filter(|l| commands.iter().any(|p| l.starts_with(p)))
         .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
         .sum();
     Ok(calls as f64 / MESSAGES as f64)
 }
 
+/// Coordination round trips per message on the uncontended path: the store is in memory, so
+/// every script call is coordination.
+async fn roundtrips(url: &str) -> Res<f64> {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    round_trips_per_msg(url, store, echo(Bot::builder()), SCRIPT_CALLS).await
+}
+
 /// Redis round trips per message for one coordinated echo bot on a `RedisStore`, with or
 /// without durability.
-async fn commands_per_msg(url: &str, durable: bool) -> Res<f64> {
-    const MESSAGES: usize = 2_000;
+async fn store_round_trips(url: &str, durable: bool) -> Res<f64> {
     flush(url).await?;
     let store: Arc<dyn Store> = Arc::new(RedisStore::new(url, "w").await?);
     let builder = echo(Bot::builder());
     let builder = if durable { builder.durability(Durability::new()) } else { builder };
-    let (bot, provider) = coordinated(url, "w", "a", store, builder).await?;
-    provider.say("warm", "x");
-    provider.settled(&bot).await;
-    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
-    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut conn).await?;
-    for m in 0..MESSAGES {
-        provider.say(&format!("chat-{m}"), "x");
-    }
-    provider.settled(&bot).await;
-    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
-    bot.stop().await?;
-    // Round trips only: script calls and the plain commands the store sends on its own. The
-    // commands a script runs inside Redis (HSET, ZADD, ...) are not counted.
-    let calls: u64 = stats
-        .lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter(|l| {
-            ["eval:", "evalsha:", "set:", "get:", "del:", "exists:", "hmget:"]
-                .iter()
-                .any(|p| l.starts_with(p))
-        })
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum();
-    Ok(calls as f64 / MESSAGES as f64)
+    round_trips_per_msg(url, store, builder, &[SCRIPT_CALLS, PLAIN_CALLS].concat()).await
 }
 
 /// The lock a naive bot takes around each message: `SET NX PX`, polled every 5 ms.
@@ -278,7 +270,8 @@ pub(crate) async fn run() -> Res<Figures> {
         three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
     }
     let durable = spread(&three).await?;
-    let extra_writes = commands_per_msg(&url, true).await? - commands_per_msg(&url, false).await?;
+    let extra_writes =
+        store_round_trips(&url, true).await? - store_round_trips(&url, false).await?;
 
     flush(&url).await?;
     let uncoordinated = {

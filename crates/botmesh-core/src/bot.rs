@@ -186,7 +186,8 @@ impl BotBuilder {
     }
 
     /// Adds a flow.
-    pub fn flow(mut self, flow: Flow) -> Self {
+    pub fn flow(mut self, mut flow: Flow) -> Self {
+        flow.fingerprint = flow.compute_fingerprint().into();
         self.defs.push(Def::Flow(Arc::new(flow)));
         self
     }

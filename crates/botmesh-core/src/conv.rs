@@ -135,7 +135,7 @@ pub(crate) struct CheckpointDoc {
     pub(crate) ephemeral: bool,
     /// The flow's fingerprint, for ephemeral checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) fingerprint: Option<String>,
+    pub(crate) fingerprint: Option<Arc<str>>,
     /// Set for a stub: the conversation cannot be resumed, only handed to the fallback.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stub: Option<FallbackReason>,
@@ -163,7 +163,7 @@ pub(crate) enum Saving {
     /// A checkpoint at every step, kept until the flow ends.
     Persistent,
     /// A checkpoint at every step that expires, carrying the flow's fingerprint.
-    Ephemeral { fingerprint: String },
+    Ephemeral { fingerprint: Arc<str> },
 }
 
 /// The context of a running conversation or flow: what the spec calls `c`.
@@ -580,7 +580,7 @@ impl ConvCtx {
                 Saving::Persistent => (false, None),
                 // State that is not JSON cannot travel: leave a stub for the fallback.
                 Saving::Ephemeral { .. } if !st.local.is_empty() => (true, None),
-                Saving::Ephemeral { fingerprint } => (true, Some(fingerprint.clone())),
+                Saving::Ephemeral { fingerprint } => (true, Some(Arc::clone(fingerprint))),
             };
             let ttl = ephemeral.then(|| self.inner.shared.handover.ttl_for(st.timeout));
             (fingerprint.is_some() || !ephemeral).then(|| {

@@ -31,15 +31,17 @@ impl std::fmt::Debug for Ctx {
 }
 
 impl Ctx {
-    /// A context for handler number `slot` (or a fallback function) of `message`.
+    /// A context for handler number `handler` of `message`, or for the hand-over fallback
+    /// function when `None`.
     pub(crate) fn new(
         shared: Arc<Shared>,
         turn: Arc<TurnSlot>,
         message: Message,
-        slot: &str,
+        handler: Option<usize>,
     ) -> Self {
         let outbox = shared.durability.is_some().then(|| {
             let id = crate::durable::journal_id(&message.inbound);
+            let slot = handler.map_or_else(|| "fallback".to_owned(), |h| format!("h{h}"));
             Arc::new((format!("{}|{id}|{slot}", message.key()), AtomicU32::new(0)))
         });
         Self { shared, turn, message: Arc::new(message), start: Arc::default(), outbox }

@@ -298,13 +298,13 @@ impl Dispatcher {
 /// Journals the messages among `jobs` that wait for it (in one concurrent batch), marking
 /// retries of journaled messages as duplicates.
 async fn journal_jobs(shared: &Shared, jobs: &mut [Job]) {
-    let waiting = |j: &&mut Job| matches!(j.journal, Journal::Pending);
-    let inbound = jobs.iter_mut().filter(waiting).filter_map(|j| match &j.work {
-        Work::Message(m) => Some(m),
-        Work::Timer { .. } => None,
+    let inbound = jobs.iter().filter(|j| matches!(j.journal, Journal::Pending)).filter_map(|j| {
+        match &j.work {
+            Work::Message(m) => Some(m),
+            Work::Timer { .. } => None,
+        }
     });
-    let results = durable::journal(shared, inbound.collect::<Vec<_>>().into_iter()).await;
-    let mut results = results.into_iter();
+    let mut results = durable::journal(shared, inbound).await.into_iter();
     for job in jobs.iter_mut().filter(|j| matches!(j.journal, Journal::Pending)) {
         job.journal = match results.next() {
             Some(Journaled::New(id)) => Journal::Recorded { id, attempt: 0 },
@@ -765,7 +765,7 @@ impl Worker {
                 let text = shared.handover.notify_message.clone().unwrap_or_else(|| {
                     shared.texts.get(msg.lang.as_deref(), keys::INTERRUPTED).to_owned()
                 });
-                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg, "fallback");
+                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg, None);
                 if let Err(e) = ctx.reply(text).await {
                     self.report(e);
                 }
@@ -786,8 +786,7 @@ impl Worker {
             Fallback::Custom(f) => {
                 let info =
                     HandoverInfo { key: self.key.clone(), name: name.clone(), reason, state };
-                let ctx =
-                    Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), "fallback");
+                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), None);
                 let consumed = match AssertUnwindSafe(f(info, ctx.clone())).catch_unwind().await {
                     Ok(Ok(consumed)) => consumed,
                     Ok(Err(source)) => {
@@ -885,8 +884,8 @@ impl Worker {
     async fn run_handlers(&mut self, msg: Message) {
         let shared = Arc::clone(self.shared());
         for (slot, handler) in shared.handlers.iter().enumerate() {
-            let slot = format!("h{slot}");
-            let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), &slot);
+            let ctx =
+                Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), Some(slot));
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
                 Ok(Ok(())) => {}
                 Ok(Err(source)) => self.report(BotError::Handler { key: self.key.clone(), source }),
@@ -950,7 +949,7 @@ impl Worker {
         let flow = match shared.defs.get(&doc.flow) {
             Some(Def::Flow(f)) if !doc.ephemeral && doc.step < f.steps.len() => Arc::clone(f),
             Some(Def::Flow(f))
-                if doc.ephemeral && doc.fingerprint.as_deref() == Some(&f.fingerprint()) =>
+                if doc.ephemeral && doc.fingerprint.as_deref() == Some(&*f.fingerprint) =>
             {
                 Arc::clone(f)
             }

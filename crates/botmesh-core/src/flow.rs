@@ -130,6 +130,8 @@ pub struct Flow {
     pub(crate) steps: Vec<StepDef>,
     pub(crate) persistent: bool,
     pub(crate) timeout: Option<Duration>,
+    /// Set once the flow is registered with a bot (see [`Flow::compute_fingerprint`]).
+    pub(crate) fingerprint: Arc<str>,
 }
 
 impl fmt::Debug for Flow {
@@ -152,6 +154,7 @@ impl Flow {
             steps: Vec::new(),
             persistent: false,
             timeout: None,
+            fingerprint: Arc::from(""),
         }
     }
 
@@ -210,7 +213,7 @@ impl Flow {
     /// A hash of the flow's shape (its steps, their kinds, questions and choices), so that a
     /// replica running a changed definition does not resume a forwarded checkpoint at the
     /// wrong step.
-    pub(crate) fn fingerprint(&self) -> String {
+    pub(crate) fn compute_fingerprint(&self) -> String {
         let mut parts: Vec<&str> = vec![&self.name];
         for step in &self.steps {
             match step {

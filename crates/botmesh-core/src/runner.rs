@@ -1,5 +1,7 @@
 //! Runs a flow's steps, or a conversation's function, as one future the chat worker drives.
 
+use std::sync::Arc;
+
 use botmesh_traits::BoxError;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
@@ -64,7 +66,7 @@ async fn run_flow(ctx: ConvCtx, flow: &Flow, resume: Option<Resume>) -> Result<N
     let saving = if flow.persistent {
         Saving::Persistent
     } else if ctx.shared().handover.flows == FlowHandover::Forward {
-        Saving::Ephemeral { fingerprint: flow.fingerprint() }
+        Saving::Ephemeral { fingerprint: Arc::clone(&flow.fingerprint) }
     } else {
         Saving::Off
     };

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use botmesh_sql_store::{PostgresOptions, PostgresStore};
-use botmesh_testing::store_conformance;
-use botmesh_traits::{CasOutcome, CheckpointWrite, ErrorKind, Store};
+use botmesh_testing::{racing_writers, store_conformance};
+use botmesh_traits::{ErrorKind, Store};
 use sqlx::Executor;
 
 const SERVER: &str = "postgres://postgres@127.0.0.1:5432";
@@ -47,36 +47,11 @@ async fn postgres_passes_the_store_conformance_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_writers_on_two_pools_racing_one_revision_have_exactly_one_winner_each_round() {
     let db = Fresh::new().await;
-    let pools = [
-        PostgresStore::new(&db.url()).await.unwrap(),
-        PostgresStore::new(&db.url()).await.unwrap(),
+    let pools: [Arc<dyn Store>; 2] = [
+        Arc::new(PostgresStore::new(&db.url()).await.unwrap()),
+        Arc::new(PostgresStore::new(&db.url()).await.unwrap()),
     ];
-    let first = pools[0].set_checkpoint("race", &CheckpointWrite::new("0")).await.unwrap();
-    let mut expected = first;
-    for round in 0..1000 {
-        let mut tasks = Vec::new();
-        for w in 0..8 {
-            let store = pools[w % 2].clone();
-            tasks.push(tokio::spawn(async move {
-                store
-                    .set_checkpoint_if(
-                        "race",
-                        &CheckpointWrite::new(format!("{round}:{w}")),
-                        Some(expected),
-                    )
-                    .await
-                    .unwrap()
-            }));
-        }
-        let mut winners = Vec::new();
-        for t in tasks {
-            if let CasOutcome::Written { revision } = t.await.unwrap() {
-                winners.push(revision);
-            }
-        }
-        assert_eq!(winners.len(), 1, "round {round}: exactly one winner");
-        expected = winners[0];
-    }
+    racing_writers(&pools, "race", 8, 1000).await;
     db.drop_db().await;
 }
 

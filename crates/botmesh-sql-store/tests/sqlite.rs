@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use botmesh_sql_store::SqliteStore;
-use botmesh_testing::store_conformance;
-use botmesh_traits::{CasOutcome, CheckpointWrite, Store};
+use botmesh_testing::{racing_writers, store_conformance};
+use botmesh_traits::{CheckpointWrite, Store};
 
 fn temp_file() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("botmesh-{}.db", uuid::Uuid::new_v4().simple()))
@@ -39,31 +39,7 @@ async fn a_checkpoint_survives_reopening_the_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_racing_one_revision_have_exactly_one_winner() {
     let path = temp_file();
-    let store = SqliteStore::open(&path).await.unwrap();
-    let mut expected = store.set_checkpoint("race", &CheckpointWrite::new("0")).await.unwrap();
-    for round in 0..200 {
-        let mut tasks = Vec::new();
-        for w in 0..4 {
-            let store = store.clone();
-            tasks.push(tokio::spawn(async move {
-                store
-                    .set_checkpoint_if(
-                        "race",
-                        &CheckpointWrite::new(format!("{round}:{w}")),
-                        Some(expected),
-                    )
-                    .await
-                    .unwrap()
-            }));
-        }
-        let mut winners = Vec::new();
-        for t in tasks {
-            if let CasOutcome::Written { revision } = t.await.unwrap() {
-                winners.push(revision);
-            }
-        }
-        assert_eq!(winners.len(), 1, "round {round}");
-        expected = winners[0];
-    }
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    racing_writers(&[store], "race", 4, 200).await;
     let _ = std::fs::remove_file(&path);
 }
