@@ -31,6 +31,16 @@ pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore};
 
+/// The `state` column of an inbox row (`'acked'` or `'pending'`) as the journal's state.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+fn inbox_state(state: Option<&str>) -> botmesh_traits::InboxState {
+    if state == Some("acked") {
+        botmesh_traits::InboxState::Acked
+    } else {
+        botmesh_traits::InboxState::Pending
+    }
+}
+
 /// An inbox row as a record: `(key, payload, owner, state)` as the `SELECT`s of every dialect
 /// return them.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -38,10 +48,14 @@ fn inbox_record(
     id: &str,
     (key, payload, owner, state): (String, String, String, String),
 ) -> botmesh_traits::InboxRecord {
-    let state = if state == "acked" {
-        botmesh_traits::InboxState::Acked
-    } else {
-        botmesh_traits::InboxState::Pending
-    };
-    botmesh_traits::InboxRecord::pending(id, key, payload, owner).with_state(state)
+    botmesh_traits::InboxRecord::pending(id, key, payload, owner)
+        .with_state(inbox_state(Some(&state)))
+}
+
+/// A pending inbox row as a record: `(id, key, payload, owner)`.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+fn pending_record(
+    (id, key, payload, owner): (String, String, String, String),
+) -> botmesh_traits::InboxRecord {
+    botmesh_traits::InboxRecord::pending(id, key, payload, owner)
 }

@@ -530,13 +530,7 @@ impl Store for MySqlStore {
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(db("inbox_append"))?;
-        Ok(InboxAppend::Duplicate {
-            state: if state.as_deref() == Some("acked") {
-                InboxState::Acked
-            } else {
-                InboxState::Pending
-            },
-        })
+        Ok(InboxAppend::Duplicate { state: crate::inbox_state(state.as_deref()) })
     }
 
     async fn inbox_ack(&self, id: &str) -> Result<()> {
@@ -569,14 +563,7 @@ impl Store for MySqlStore {
             .map_err(db("inbox_pending"))?;
         Ok(rows
             .into_iter()
-            .map(|r| {
-                InboxRecord::pending(
-                    r.get::<String, _>(0),
-                    r.get::<String, _>(1),
-                    r.get::<String, _>(2),
-                    r.get::<String, _>(3),
-                )
-            })
+            .map(|r| crate::pending_record((r.get(0), r.get(1), r.get(2), r.get(3))))
             .collect())
     }
 
