@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotError, Event, Store};
+use botmesh_core::{Bot, BotError, Durability, Event, Inbound, Store};
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 use tokio::time::Instant;
@@ -263,4 +263,47 @@ async fn tls_with_rustls_carries_the_store_and_the_coordinator() {
     // Without the private CA the certificate is refused: verification is on.
     let untrusted = RedisStore::new(&url, "tls").await;
     assert!(untrusted.is_err(), "a server certificate from an unknown CA is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_refuses_what_it_cannot_journal_and_takes_the_sender_s_retry() {
+    let mut server = RedisServer::start().unwrap();
+    let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(&server)).await.unwrap());
+    let coordinator = RedisCoordinator::connect(options(&server)).await.unwrap();
+    let coordination = CoordinationConfig::new(coordinator).lease(LEASE).build();
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&handled);
+    let bot = Bot::builder()
+        .provider(TestProvider::new())
+        .store(store)
+        .coordination(coordination)
+        .durability(Durability::new())
+        .on_message(move |ctx| {
+            seen.lock().unwrap().push(ctx.body().to_owned());
+            async { Ok::<_, BotError>(()) }
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    let message = Inbound::text("webhook", "m1", "chat", "hello");
+
+    server.kill();
+    assert!(bot.accept(message.clone()).await.is_err(), "nothing could journal it");
+    server.restart().unwrap();
+    // The sender delivers it again until it is acknowledged, as a webhook sender does.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match bot.accept(message.clone()).await {
+            Ok(queued) => {
+                assert!(queued, "the refused delivery was forgotten, so the retry is taken");
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "never accepted: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!bot.accept(message).await.unwrap(), "a third delivery is a duplicate");
+    bot.wait_idle().await;
+    assert_eq!(*handled.lock().unwrap(), ["hello"], "handled once");
+    bot.stop().await.unwrap();
 }

@@ -688,6 +688,19 @@ impl Bot {
         self.inner.dispatcher.dispatch(message).map(|a| a == Accepted::Queued)
     }
 
+    /// Hands a message to the bot as a webhook endpoint does, and waits until the sender may
+    /// acknowledge it (answer `200 OK`): once it is journaled, with durability, and holds its
+    /// place in the chat's queue, under coordination. Returns `false` when it was dropped as a
+    /// duplicate.
+    ///
+    /// On an error the message was not taken (the journal or the chat's queue could not be
+    /// written, or the bot is not running): answer with an error status so that the sender
+    /// delivers it again. Unlike [`Bot::dispatch`], a message acknowledged after `accept`
+    /// survives this process dying when durability is on.
+    pub async fn accept(&self, message: Inbound) -> Result<bool> {
+        self.inner.dispatcher.accept(message).await.map(|a| a == Accepted::Queued)
+    }
+
     /// Sends a message to any chat.
     pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
         self.inner.shared.send(message).await

@@ -289,6 +289,13 @@ impl ConvCtx {
         &self.inner.chat
     }
 
+    /// The fence of the chat's turn the conversation runs under now (see
+    /// [`Ctx::fence`](crate::Ctx::fence)); it changes when an answer arrives under a new turn.
+    /// `None` without coordination.
+    pub fn fence(&self) -> Option<u64> {
+        self.inner.turn.fence()
+    }
+
     /// The name of the running flow or conversation.
     pub fn name(&self) -> String {
         self.st().name.clone()

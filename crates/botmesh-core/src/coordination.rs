@@ -109,6 +109,11 @@ impl TurnSlot {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
+    /// The fence of the turn held now, if any.
+    pub(crate) fn fence(&self) -> Option<u64> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|t| t.fence())
+    }
+
     /// `Ok` outside a turn (no coordination, or work running after its turn, such as a
     /// background task), else the turn's own check.
     pub(crate) fn check(&self) -> Result<(), Error> {

@@ -77,6 +77,13 @@ impl Ctx {
         self.message.lang.as_deref()
     }
 
+    /// The fence of the chat's turn this handler runs under: it grows with every grant of the
+    /// chat's turn, so a resource of your own can refuse a write carrying a fence lower than
+    /// one it has seen. `None` without coordination.
+    pub fn fence(&self) -> Option<u64> {
+        self.turn.fence()
+    }
+
     /// A built-in or overridden text in the message's language.
     pub fn text<'a>(&'a self, key: &'a str) -> &'a str {
         self.shared.texts.get(self.lang(), key)

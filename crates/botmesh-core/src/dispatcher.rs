@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use botmesh_traits::{ChatKey, ChatRecord, Error, ErrorKind, Inbound, ReleaseOptions, Ticket};
 use futures_util::FutureExt;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -78,6 +78,11 @@ impl Dedupe {
         self.order.push_back(entry);
         true
     }
+
+    /// Forgets an id, so that the sender's next delivery of a refused message is taken.
+    fn forget(&mut self, provider: &str, id: &str) {
+        self.seen.remove(&(provider.to_owned(), id.to_owned()));
+    }
 }
 
 /// Something a chat's worker does under the chat's turn.
@@ -101,18 +106,56 @@ enum Journal {
     Recorded { id: String, attempt: u32 },
     /// Already in the journal: a retry of a message this or another replica has.
     Duplicate,
+    /// Refused to a sender waiting in [`Dispatcher::accept`] (the journal or the ticket could
+    /// not be written): the sender delivers it again, so it is not handled here.
+    Refused,
 }
+
+/// Tells a sender waiting in [`Dispatcher::accept`] what became of its message.
+type AcceptTx = oneshot::Sender<Result<Accepted>>;
 
 /// A unit of work with, under coordination, the ticket taken for it on arrival.
 struct Job {
     work: Work,
     ticket: Option<Result<Ticket, Error>>,
     journal: Journal,
+    /// A sender waiting to acknowledge the message (see [`Dispatcher::accept`]).
+    accepted: Option<AcceptTx>,
 }
 
 impl Job {
     fn timer(serial: u64, park: u64, timer: Timer) -> Self {
-        Self { work: Work::Timer { serial, park, timer }, ticket: None, journal: Journal::Off }
+        Self {
+            work: Work::Timer { serial, park, timer },
+            ticket: None,
+            journal: Journal::Off,
+            accepted: None,
+        }
+    }
+
+    /// Answers the waiting sender, if any, once the message is journaled (with durability)
+    /// and, under coordination, `ticketed` says whether its ticket was taken. A message the
+    /// sender must deliver again is marked [`Journal::Refused`].
+    fn answer(&mut self, ticketed: Result<(), &Error>) {
+        let Some(tx) = self.accepted.take() else { return };
+        let answer = match (&self.journal, ticketed) {
+            (Journal::Duplicate, _) => Ok(Accepted::Duplicate),
+            (Journal::Refused, _) => Err(Error::Store {
+                op: "inbox_append",
+                source: "the inbox journal could not be written".into(),
+            }
+            .into()),
+            // Journaled: another attempt (or another replica) handles it even if it has no
+            // ticket yet.
+            (Journal::Recorded { .. } | Journal::Pending, _) | (Journal::Off, Ok(())) => {
+                Ok(Accepted::Queued)
+            }
+            (Journal::Off, Err(e)) => {
+                self.journal = Journal::Refused;
+                Err(Error::CoordinationUnavailable { reason: e.to_string(), source: None }.into())
+            }
+        };
+        let _ = tx.send(answer);
     }
 }
 
@@ -157,6 +200,26 @@ impl Dispatcher {
 
     /// Queues a message on its chat.
     pub(crate) fn dispatch(self: &Arc<Self>, inbound: Inbound) -> Result<Accepted> {
+        self.queue(inbound, None)
+    }
+
+    /// Queues a message and waits until its sender may acknowledge it: journaled (with
+    /// durability) and holding its ticket (under coordination). On an error the message was
+    /// not taken and its id is forgotten, so that the sender's next delivery is.
+    pub(crate) async fn accept(self: &Arc<Self>, inbound: Inbound) -> Result<Accepted> {
+        let (tx, rx) = oneshot::channel();
+        let (provider, id) = (inbound.provider.clone(), inbound.id.clone());
+        let answer = match self.queue(inbound, Some(tx))? {
+            Accepted::Duplicate => return Ok(Accepted::Duplicate),
+            Accepted::Queued => rx.await.unwrap_or(Err(BotError::NotRunning)),
+        };
+        if answer.is_err() {
+            lock(&self.dedupe).forget(&provider, id.as_str());
+        }
+        answer
+    }
+
+    fn queue(self: &Arc<Self>, inbound: Inbound, accepted: Option<AcceptTx>) -> Result<Accepted> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(BotError::NotRunning);
         }
@@ -179,7 +242,12 @@ impl Dispatcher {
         self.pending.fetch_add(1, Ordering::SeqCst);
         let journal =
             if self.shared.durability.is_some() { Journal::Pending } else { Journal::Off };
-        if !self.enqueue(&key, Job { work: Work::Message(inbound), ticket: None, journal }) {
+        let mut job = Job { work: Work::Message(inbound), ticket: None, journal, accepted };
+        if self.shared.coordination.is_none() && self.shared.durability.is_none() {
+            // Nothing to write first: queued is as safe as it gets.
+            job.answer(Ok(()));
+        }
+        if !self.enqueue(&key, job) {
             self.done_one();
             return Err(BotError::NotRunning);
         }
@@ -195,6 +263,7 @@ impl Dispatcher {
             work: Work::Message(inbound),
             ticket: None,
             journal: Journal::Recorded { id, attempt },
+            accepted: None,
         };
         if !self.enqueue(&key, job) {
             // Stopping: the record stays pending in the journal for another replica.
@@ -309,6 +378,9 @@ async fn journal_jobs(shared: &Shared, jobs: &mut [Job]) {
         job.journal = match results.next() {
             Some(Journaled::New(id)) => Journal::Recorded { id, attempt: 0 },
             Some(Journaled::Duplicate) => Journal::Duplicate,
+            // A sender waiting to acknowledge delivers it again; otherwise it is handled
+            // without the journal.
+            Some(Journaled::Failed) | None if job.accepted.is_some() => Journal::Refused,
             Some(Journaled::Failed) | None => Journal::Off,
         };
     }
@@ -329,7 +401,8 @@ async fn ticketer(
     let mut batch = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut batch, BATCH).await > 0 {
         journal_jobs(&shared, &mut batch).await;
-        let wanted = batch.iter().filter(|j| !matches!(j.journal, Journal::Duplicate)).count();
+        let takes = |j: &Job| !matches!(j.journal, Journal::Duplicate | Journal::Refused);
+        let wanted = batch.iter().filter(|j| takes(j)).count();
         let taken = match wanted {
             0 => Ok(Vec::new()),
             n => coordination.take_tickets(&key, n).await,
@@ -339,13 +412,17 @@ async fn ticketer(
             Ok(_) => (Vec::new().into_iter(), "the backend returned too few tickets".to_owned()),
             Err(e) => (Vec::new().into_iter(), e.to_string()),
         };
-        for job in batch.drain(..) {
+        for mut job in batch.drain(..) {
             // Each job of a failed call is reported on its own, with the call's error.
-            let ticket = (!matches!(job.journal, Journal::Duplicate)).then(|| {
+            let ticket = takes(&job).then(|| {
                 tickets.next().ok_or_else(|| Error::CoordinationUnavailable {
                     reason: failure.clone(),
                     source: None,
                 })
+            });
+            job.answer(match &ticket {
+                Some(Err(e)) => Err(e),
+                _ => Ok(()),
             });
             if worker.send(Job { ticket, ..job }).is_err() {
                 return;
@@ -539,12 +616,15 @@ impl Worker {
             // Without coordination there is no ticketer: journal here, before anything runs.
             journal_jobs(&shared, std::slice::from_mut(&mut job)).await;
         }
-        let Job { work, ticket, journal } = job;
+        job.answer(Ok(()));
+        let Job { work, ticket, journal, .. } = job;
         let journaled = match (journal, &work) {
             (Journal::Duplicate, Work::Message(m)) => {
                 shared.events.emit(Event::Duplicate { key: self.key.clone(), id: m.id.clone() });
                 return;
             }
+            // Its sender was told to deliver it again.
+            (Journal::Refused, _) => return,
             // Kept to queue the message again if its effect cannot be stored.
             (Journal::Recorded { id, attempt }, Work::Message(m)) => Some((id, attempt, m.clone())),
             _ => None,

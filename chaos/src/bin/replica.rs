@@ -1,0 +1,535 @@
+//! One replica of the chaos bot, run as its own process by `botmesh-chaos`.
+//!
+//! It serves a webhook endpoint on a loopback port (a shared session: every replica receives),
+//! keeps its state in a `RedisStore` and coordinates through a `RedisCoordinator` on the run's
+//! private `redis-server`, and sends its replies to the harness's fake platform API. The bot has
+//! a persistent two-question flow (`form`) and a free-form echo; every message it takes and
+//! every checkpoint write that lands is appended to the replica's history file.
+//!
+//! ```text
+//! chaos-replica --id r1 --redis redis://127.0.0.1:PORT/ --port 8001 \
+//!     --platform http://127.0.0.1:8000 --history r1.jsonl --lease-ms 2000 --durability on
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use botmesh_chaos::record::{
+    Delivery, History, PROVIDER, PlatformSend, Record, Reply, chat_id, message_id, now_ns,
+    parse_message_id,
+};
+use botmesh_coord::{CoordinationConfig, ProviderSession};
+use botmesh_core::traits::{
+    CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Coordinator, FencedLock,
+    InboxAppend, InboxRecord, Leadership, LeaseGrant, ReleaseOptions, StoreCapabilities, Ticket,
+    TurnGrant,
+};
+use botmesh_core::{
+    Bot, BotError, Capabilities, ConvCtx, Ctx, Durability, Error, Flow, Inbound, InboundStream,
+    Outbound, Provider, ProviderEvent, SendReceipt, Step, Store, TransportStatus, Trigger,
+    async_trait,
+};
+use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
+use tokio::sync::{Notify, mpsc};
+
+/// The key prefix every replica of a run shares.
+const PREFIX: &str = "chaos";
+
+struct Args {
+    id: String,
+    redis: String,
+    port: u16,
+    platform: String,
+    history: PathBuf,
+    lease: Duration,
+    durability: bool,
+}
+
+fn args() -> Result<Args> {
+    let mut map = std::collections::HashMap::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let name = flag.strip_prefix("--").with_context(|| format!("unexpected {flag}"))?;
+        let value = it.next().with_context(|| format!("--{name} needs a value"))?;
+        map.insert(name.to_owned(), value);
+    }
+    let get = |k: &str| map.get(k).cloned().with_context(|| format!("--{k} is required"));
+    Ok(Args {
+        id: get("id")?,
+        redis: get("redis")?,
+        port: get("port")?.parse().context("--port")?,
+        platform: get("platform")?,
+        history: get("history")?.into(),
+        lease: Duration::from_millis(get("lease-ms")?.parse().context("--lease-ms")?),
+        durability: match get("durability")?.as_str() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--durability is on or off, not {other}"),
+        },
+    })
+}
+
+/// The webhook transport: messages arrive through [`accept`] on the HTTP endpoint, sends go to
+/// the platform API.
+struct Webhook {
+    replica: String,
+    platform: String,
+    client: reqwest::Client,
+    stop: Arc<Notify>,
+}
+
+#[async_trait]
+impl Provider for Webhook {
+    fn id(&self) -> &str {
+        PROVIDER
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::shared()
+    }
+
+    async fn start(&self) -> botmesh_core::traits::Result<InboundStream> {
+        // Deliveries reach the bot through `Bot::accept`; the stream only reports the status
+        // and ends on stop.
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(ProviderEvent::Status(TransportStatus::Open));
+        let stop = Arc::clone(&self.stop);
+        tokio::spawn(async move {
+            stop.notified().await;
+            drop(tx);
+        });
+        Ok(Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|e| (e, rx))
+        })))
+    }
+
+    async fn stop(&self) -> botmesh_core::traits::Result<()> {
+        self.stop.notify_waiters();
+        Ok(())
+    }
+
+    async fn send(&self, message: &Outbound) -> botmesh_core::traits::Result<SendReceipt> {
+        let body = PlatformSend {
+            replica: self.replica.clone(),
+            chat: message.chat.as_str().to_owned(),
+            text: message.text_body().unwrap_or_default().to_owned(),
+        };
+        let failed = |e: reqwest::Error| Error::Provider {
+            provider: PROVIDER.to_owned(),
+            op: "send",
+            source: Box::new(e),
+        };
+        self.client
+            .post(format!("{}/send", self.platform))
+            .json(&body)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(failed)?;
+        Ok(SendReceipt::new(None))
+    }
+
+    fn status(&self) -> TransportStatus {
+        TransportStatus::Open
+    }
+}
+
+/// The real store, with every checkpoint write that lands written down in the history.
+struct Recorded {
+    inner: Arc<RedisStore>,
+    history: Arc<History>,
+    replica: String,
+}
+
+impl Recorded {
+    fn landed(&self, key: &str, revision: u64, t: u64) {
+        if let Some(chat) = key.strip_prefix('c').and_then(|c| c.parse::<u32>().ok()) {
+            self.history.write(&Record::Checkpoint {
+                chat,
+                replica: self.replica.clone(),
+                revision,
+                t,
+            });
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Recorded {
+    fn capabilities(&self) -> StoreCapabilities {
+        self.inner.capabilities()
+    }
+    async fn upsert_chat(&self, chat: &ChatRecord) -> botmesh_core::traits::Result<()> {
+        self.inner.upsert_chat(chat).await
+    }
+    async fn get_chat(&self, id: &ChatId) -> botmesh_core::traits::Result<Option<ChatRecord>> {
+        self.inner.get_chat(id).await
+    }
+    async fn get_user_data(&self, key: &str) -> botmesh_core::traits::Result<Option<String>> {
+        self.inner.get_user_data(key).await
+    }
+    async fn set_user_data(&self, key: &str, data: &str) -> botmesh_core::traits::Result<()> {
+        self.inner.set_user_data(key, data).await
+    }
+    async fn get_checkpoint(
+        &self,
+        key: &str,
+    ) -> botmesh_core::traits::Result<Option<CheckpointRecord>> {
+        self.inner.get_checkpoint(key).await
+    }
+    async fn set_checkpoint(
+        &self,
+        key: &str,
+        write: &CheckpointWrite,
+    ) -> botmesh_core::traits::Result<u64> {
+        self.inner.set_checkpoint(key, write).await
+    }
+    async fn clear_checkpoint(&self, key: &str) -> botmesh_core::traits::Result<()> {
+        self.inner.clear_checkpoint(key).await
+    }
+    async fn set_checkpoint_if(
+        &self,
+        key: &str,
+        write: &CheckpointWrite,
+        expected: Option<u64>,
+    ) -> botmesh_core::traits::Result<CasOutcome> {
+        let t = now_ns();
+        let outcome = self.inner.set_checkpoint_if(key, write, expected).await?;
+        if let CasOutcome::Written { revision } = outcome {
+            self.landed(key, revision, t);
+        }
+        Ok(outcome)
+    }
+    async fn clear_checkpoint_if(
+        &self,
+        key: &str,
+        expected: u64,
+    ) -> botmesh_core::traits::Result<bool> {
+        let t = now_ns();
+        let cleared = self.inner.clear_checkpoint_if(key, expected).await?;
+        if cleared {
+            self.landed(key, 0, t);
+        }
+        Ok(cleared)
+    }
+    async fn acquire_lock_fenced(
+        &self,
+        key: &str,
+        ttl: Duration,
+    ) -> botmesh_core::traits::Result<Option<FencedLock>> {
+        self.inner.acquire_lock_fenced(key, ttl).await
+    }
+    async fn renew_lock(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> botmesh_core::traits::Result<bool> {
+        self.inner.renew_lock(key, token, ttl).await
+    }
+    async fn release_lock(&self, key: &str, token: &str) -> botmesh_core::traits::Result<bool> {
+        self.inner.release_lock(key, token).await
+    }
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> botmesh_core::traits::Result<Option<LeaseGrant>> {
+        self.inner.acquire_lease(name, holder, ttl).await
+    }
+    async fn renew_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> botmesh_core::traits::Result<bool> {
+        self.inner.renew_lease(name, holder, ttl).await
+    }
+    async fn release_lease(&self, name: &str, holder: &str) -> botmesh_core::traits::Result<bool> {
+        self.inner.release_lease(name, holder).await
+    }
+    async fn inbox_append(
+        &self,
+        record: &InboxRecord,
+        retain: Duration,
+    ) -> botmesh_core::traits::Result<InboxAppend> {
+        self.inner.inbox_append(record, retain).await
+    }
+    async fn inbox_ack(&self, id: &str) -> botmesh_core::traits::Result<()> {
+        self.inner.inbox_ack(id).await
+    }
+    async fn inbox_get(&self, id: &str) -> botmesh_core::traits::Result<Option<InboxRecord>> {
+        self.inner.inbox_get(id).await
+    }
+    async fn inbox_pending(&self, limit: usize) -> botmesh_core::traits::Result<Vec<InboxRecord>> {
+        self.inner.inbox_pending(limit).await
+    }
+    async fn inbox_claim(
+        &self,
+        id: &str,
+        from: &str,
+        to: &str,
+    ) -> botmesh_core::traits::Result<bool> {
+        self.inner.inbox_claim(id, from, to).await
+    }
+    async fn outbox_claim(&self, key: &str, ttl: Duration) -> botmesh_core::traits::Result<bool> {
+        self.inner.outbox_claim(key, ttl).await
+    }
+}
+
+/// The real coordinator, with every turn it is granted written down in the history.
+struct Granted {
+    inner: RedisCoordinator,
+    history: Arc<History>,
+    replica: String,
+}
+
+impl Granted {
+    fn granted(&self, grant: &TurnGrant) {
+        if let Some(chat) = grant.key.strip_prefix('c').and_then(|c| c.parse::<u32>().ok()) {
+            self.history.write(&Record::Grant {
+                chat,
+                replica: self.replica.clone(),
+                fence: grant.fence,
+                t: now_ns(),
+            });
+        }
+    }
+}
+
+#[async_trait]
+impl Coordinator for Granted {
+    fn replica_id(&self) -> &str {
+        self.inner.replica_id()
+    }
+    fn incarnation(&self) -> &str {
+        self.inner.incarnation()
+    }
+    async fn take_ticket(&self, key: &str) -> botmesh_core::traits::Result<Ticket> {
+        let ticket = self.inner.take_ticket(key).await?;
+        if let Some(grant) = &ticket.grant {
+            self.granted(grant);
+        }
+        Ok(ticket)
+    }
+    async fn take_tickets(
+        &self,
+        key: &str,
+        count: usize,
+    ) -> botmesh_core::traits::Result<Vec<Ticket>> {
+        let tickets = self.inner.take_tickets(key, count).await?;
+        for grant in tickets.iter().filter_map(|t| t.grant.as_ref()) {
+            self.granted(grant);
+        }
+        Ok(tickets)
+    }
+    async fn wait_turn(
+        &self,
+        ticket: &Ticket,
+        timeout: Duration,
+    ) -> botmesh_core::traits::Result<TurnGrant> {
+        let grant = self.inner.wait_turn(ticket, timeout).await?;
+        if ticket.grant.is_none() {
+            self.granted(&grant);
+        }
+        Ok(grant)
+    }
+    async fn release_turn(&self, grant: &TurnGrant) -> botmesh_core::traits::Result<bool> {
+        self.inner.release_turn(grant).await
+    }
+    async fn release_turn_with(
+        &self,
+        grant: &TurnGrant,
+        options: &ReleaseOptions,
+    ) -> botmesh_core::traits::Result<bool> {
+        self.inner.release_turn_with(grant, options).await
+    }
+    async fn cancel_ticket(&self, ticket: &Ticket) -> botmesh_core::traits::Result<()> {
+        self.inner.cancel_ticket(ticket).await
+    }
+    async fn is_alive(&self, incarnation: &str) -> botmesh_core::traits::Result<bool> {
+        self.inner.is_alive(incarnation).await
+    }
+    async fn heartbeat(&self, lease: Duration) -> botmesh_core::traits::Result<()> {
+        self.inner.heartbeat(lease).await
+    }
+    async fn try_lead(
+        &self,
+        name: &str,
+        lease: Duration,
+    ) -> botmesh_core::traits::Result<Option<Leadership>> {
+        self.inner.try_lead(name, lease).await
+    }
+    async fn resign(&self, leadership: &Leadership) -> botmesh_core::traits::Result<bool> {
+        self.inner.resign(leadership).await
+    }
+}
+
+/// What the bot's handlers need to write their history.
+#[derive(Clone)]
+struct Log {
+    history: Arc<History>,
+    replica: String,
+}
+
+impl Log {
+    /// Writes down that message `id` was taken as `kind` under `fence`, and returns its number.
+    fn handled(&self, id: &str, kind: &str, fence: Option<u64>) -> Option<u32> {
+        let (chat, seq) = parse_message_id(id)?;
+        self.history.write(&Record::Handled {
+            chat,
+            seq,
+            kind: kind.to_owned(),
+            replica: self.replica.clone(),
+            fence: fence.unwrap_or(0),
+            t: now_ns(),
+        });
+        Some(seq)
+    }
+}
+
+/// A little work before answering, so that turns last long enough to overlap if the
+/// coordination let them.
+async fn work() {
+    let ms = rand::random_range(0..30);
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+fn reply(seq: u32, kind: &str, fence: Option<u64>) -> String {
+    Reply { seq, kind: kind.to_owned(), fence: fence.unwrap_or(0) }.text()
+}
+
+/// The persistent flow: `form`, then two questions. Every message it takes gets one reply.
+fn form(log: &Log) -> Flow {
+    let (first, second) = (log.clone(), log.clone());
+    Flow::new("form")
+        .trigger(Trigger::keyword("form"))
+        .persistent()
+        .do_step("first", move |c: ConvCtx| {
+            let log = first.clone();
+            async move {
+                let start = c.message();
+                // Resumed on an answer (the flow moved here while parked on its question), the
+                // step runs again with that answer as its message: the trigger was taken
+                // before, elsewhere.
+                let resumed = !start.body.eq_ignore_ascii_case("form");
+                let Some((_, seq)) = parse_message_id(start.id().as_str()) else {
+                    return Ok(Step::End);
+                };
+                if resumed || log.handled(start.id().as_str(), "form", c.fence()).is_some() {
+                    work().await;
+                    let answer = c.ask(reply(seq, "q1", c.fence())).await?;
+                    log.handled(answer.id().as_str(), "a1", c.fence());
+                }
+                Ok::<_, BotError>(Step::Next)
+            }
+        })
+        .do_step("second", move |c: ConvCtx| {
+            let log = second.clone();
+            async move {
+                let Some((_, seq)) = parse_message_id(c.message().id().as_str()) else {
+                    return Ok(Step::End);
+                };
+                work().await;
+                let answer = c.ask(reply(seq, "q2", c.fence())).await?;
+                if let Some(seq) = log.handled(answer.id().as_str(), "a2", c.fence()) {
+                    work().await;
+                    c.send(reply(seq, "done", c.fence())).await?;
+                }
+                Ok::<_, BotError>(Step::Next)
+            }
+        })
+}
+
+async fn echo(log: Log, ctx: Ctx) -> Result<(), BotError> {
+    if let Some(seq) = log.handled(ctx.message().id().as_str(), "echo", ctx.fence()) {
+        work().await;
+        ctx.reply(reply(seq, "echo", ctx.fence())).await?;
+    }
+    Ok(())
+}
+
+async fn webhook(State(bot): State<Bot>, Json(d): Json<Delivery>) -> StatusCode {
+    let inbound = Inbound::text(PROVIDER, message_id(d.chat, d.seq), chat_id(d.chat), d.body);
+    match bot.accept(inbound).await {
+        Ok(_) => StatusCode::OK,
+        Err(e) => {
+            tracing::warn!(error = %e, "refused a delivery; the sender retries");
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = args()?;
+    let history = Arc::new(History::open(&args.history).context("opening the history")?);
+    history.write(&Record::Started { replica: args.id.clone(), t: now_ns() });
+    let log = Log { history: Arc::clone(&history), replica: args.id.clone() };
+
+    // Replies must fail well within a third of the lease, for a stall to be noticed in time.
+    let timeout = args.lease / 8;
+    let options = || {
+        RedisOptions::new(&args.redis, PREFIX).response_timeout(timeout).connection_timeout(timeout)
+    };
+    let redis = RedisStore::connect(options()).await.context("connecting the store")?;
+    let store = Recorded {
+        inner: Arc::new(redis),
+        history: Arc::clone(&history),
+        replica: args.id.clone(),
+    };
+    let coordinator = RedisCoordinator::connect(options())
+        .await
+        .context("connecting the coordinator")?
+        .with_replica_id(&args.id);
+    let coordinator = Granted { inner: coordinator, history, replica: args.id.clone() };
+    let coordination = CoordinationConfig::new(coordinator)
+        .lease(args.lease)
+        .provider_session(ProviderSession::Shared)
+        .build();
+    let provider = Webhook {
+        replica: args.id.clone(),
+        platform: args.platform.clone(),
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .context("building the HTTP client")?,
+        stop: Arc::new(Notify::new()),
+    };
+    let echo_log = log.clone();
+    let mut builder = Bot::builder()
+        .provider(provider)
+        .store(Arc::new(store))
+        .coordination(coordination)
+        .flow(form(&log))
+        .on_message(move |ctx| echo(echo_log.clone(), ctx));
+    if args.durability {
+        builder = builder.durability(Durability::new().replay_every(args.lease / 8));
+    }
+    let bot = builder.build().context("building the bot")?;
+    bot.start().await.context("starting the bot")?;
+
+    let app = Router::new().route("/webhook", post(webhook)).with_state(bot.clone());
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
+        .await
+        .with_context(|| format!("binding port {}", args.port))?;
+    let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
+    serve.await.context("serving the webhook")?;
+    bot.stop().await.context("stopping the bot")?;
+    Ok(())
+}

@@ -1,0 +1,578 @@
+//! The checker: what the recorded history of a run says about the promises.
+//!
+//! It reads three accounts of the same run, each written by a different party: the load
+//! generator's (which message each replica acknowledged, and when), the fake platform's (every
+//! send it received), and the replicas' own history files (what each handler took, under which
+//! fence, and every checkpoint write that landed). All timestamps are on one monotonic clock.
+//!
+//! Faults outside the guarantees (Redis restarted empty: every lease, fence and journal entry
+//! gone) are not hidden: what they break is counted apart, in [`Outside`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use crate::record::Record;
+
+/// A message the load generator got a `200 OK` for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Acked {
+    /// The chat number.
+    pub chat: u32,
+    /// The message number.
+    pub seq: u32,
+    /// The replica that acknowledged it.
+    pub replica: String,
+    /// When the acknowledgement came back.
+    pub t: u64,
+}
+
+/// A send the fake platform received.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sent {
+    /// The chat number.
+    pub chat: u32,
+    /// The message it answers.
+    pub seq: u32,
+    /// What kind of reply it is.
+    pub kind: String,
+    /// The fence of the turn it was sent under.
+    pub fence: u64,
+    /// The replica that sent it.
+    pub replica: String,
+    /// When the platform received it.
+    pub t: u64,
+}
+
+/// The kinds of fault the harness injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// SIGKILL a replica, then start it again under the same replica id.
+    Kill,
+    /// SIGSTOP a replica past its lease, then SIGCONT.
+    Stop,
+    /// `CLIENT KILL` every client connection of the replicas.
+    ClientKill,
+    /// Freeze Redis for a while (SIGSTOP, then SIGCONT).
+    Pause,
+    /// Restart Redis empty: outside the guarantees.
+    Restart,
+}
+
+impl FaultKind {
+    /// Every kind, in the order the harness cycles through them.
+    pub const ALL: [Self; 5] =
+        [Self::Kill, Self::Stop, Self::ClientKill, Self::Pause, Self::Restart];
+
+    /// The kind's name on the command line and in the report.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Kill => "kill",
+            Self::Stop => "stop",
+            Self::ClientKill => "client-kill",
+            Self::Pause => "pause",
+            Self::Restart => "restart",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// A fault as it was injected.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fault {
+    /// What was done.
+    pub kind: FaultKind,
+    /// The replica it hit, for kill and stop.
+    pub replica: Option<String>,
+    /// When it began, in ms since the run started.
+    pub at_ms: u64,
+    /// How long it lasted (until the restart, the SIGCONT), in ms.
+    pub lasted_ms: u64,
+    /// When it began, on the monotonic clock.
+    #[serde(skip)]
+    pub t: u64,
+    /// When it ended, on the monotonic clock.
+    #[serde(skip)]
+    pub t_end: u64,
+}
+
+/// Everything the checker reads.
+#[derive(Debug, Default)]
+pub struct Run {
+    /// What the load generator sent: every message number of every chat it got an
+    /// acknowledgement for.
+    pub acked: Vec<Acked>,
+    /// What the platform received.
+    pub sent: Vec<Sent>,
+    /// Every replica's history.
+    pub history: Vec<Record>,
+    /// The faults injected.
+    pub faults: Vec<Fault>,
+    /// The lease the replicas ran with, in ms.
+    pub lease_ms: u64,
+    /// Whether durability was on.
+    pub durability: bool,
+    /// When the run started, on the monotonic clock.
+    pub t0: u64,
+}
+
+/// What a fault outside the guarantees broke.
+#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+pub struct Outside {
+    /// Messages lost across a restart of Redis with no data.
+    pub lost: u64,
+    /// Overlapping turns next to such a restart (fences start again from nothing).
+    pub overlaps: u64,
+    /// Messages handled out of order next to such a restart.
+    pub order_violations: u64,
+    /// Replies delivered twice next to such a restart.
+    pub duplicate_sends: u64,
+    /// Checkpoint writes from a superseded holder next to such a restart.
+    pub stale_writes: u64,
+}
+
+/// A lost message the spec allows: it waited on a replica that died (or froze past its lease)
+/// without durability.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Accounted {
+    /// The chat number.
+    pub chat: u32,
+    /// The message number.
+    pub seq: u32,
+    /// The replica that acknowledged it.
+    pub replica: String,
+    /// What happened to that replica after it acknowledged the message.
+    pub fault: FaultKind,
+}
+
+/// The checker's findings.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Report {
+    /// Turns of one chat under different fences whose effects overlapped in time.
+    pub overlaps: u64,
+    /// Messages whose first reply came before the first reply of an earlier message of their
+    /// chat.
+    pub order_violations: u64,
+    /// Acknowledged messages that never got a reply, and that the spec does not allow to lose.
+    pub lost: u64,
+    /// Lost messages the spec allows (durability off, waiting on a replica that died).
+    pub lost_allowed: u64,
+    /// Messages taken by a handler more than once (at-least-once after a crash).
+    pub duplicate_handled: u64,
+    /// Replies delivered more than once.
+    pub duplicate_sends: u64,
+    /// Checkpoint writes that landed from a holder superseded before it issued them.
+    pub stale_writes: u64,
+    /// Messages acknowledged to the load generator.
+    pub messages_sent: u64,
+    /// Distinct messages some handler took.
+    pub messages_handled: u64,
+    /// Distinct messages that got a reply.
+    pub messages_replied: u64,
+    /// The longest time from a replica's kill to the first reply on every chat it left waiting.
+    pub takeover_max_ms: u64,
+    /// Each kill's takeover time, in ms.
+    pub takeovers_ms: Vec<u64>,
+    /// The lease, in ms.
+    pub lease_ms: u64,
+    /// Whether durability was on.
+    pub durability: bool,
+    /// What faults outside the guarantees broke.
+    pub outside_guarantees: Outside,
+    /// The lost messages the spec allows, each with the fault that explains it.
+    pub accounted: Vec<Accounted>,
+    /// The lost messages it does not allow (up to 50).
+    pub lost_examples: Vec<(u32, u32)>,
+    /// The faults injected.
+    pub faults: Vec<Fault>,
+}
+
+impl Report {
+    /// Violations inside the guarantees: what fails a run.
+    pub fn violations(&self) -> u64 {
+        self.overlaps + self.order_violations + self.lost + self.duplicate_sends + self.stale_writes
+    }
+}
+
+/// One effect or start of a turn, for the overlap and stale-write checks.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u64,
+    last_effect: Option<u64>,
+}
+
+impl Run {
+    /// The restarts of Redis with no data, as (start, end of the window around it where the
+    /// guarantees do not hold).
+    fn wipes(&self) -> Vec<(u64, u64)> {
+        let lease = self.lease_ms * 1_000_000;
+        self.faults
+            .iter()
+            .filter(|f| f.kind == FaultKind::Restart)
+            .map(|f| (f.t.saturating_sub(lease), f.t_end + 3 * lease))
+            .collect()
+    }
+
+    fn outside(&self, t: u64) -> bool {
+        self.wipes().iter().any(|&(a, b)| a <= t && t <= b)
+    }
+
+    /// Which epoch (between restarts of Redis) `t` falls in: fences start over in each.
+    fn epoch(&self, t: u64) -> usize {
+        self.faults.iter().filter(|f| f.kind == FaultKind::Restart && f.t <= t).count()
+    }
+
+    /// Checks the run.
+    pub fn check(&self) -> Report {
+        let mut report = Report {
+            lease_ms: self.lease_ms,
+            durability: self.durability,
+            faults: self.faults.clone(),
+            messages_sent: self.acked.len() as u64,
+            ..Report::default()
+        };
+        self.check_replies(&mut report);
+        self.check_turns(&mut report);
+        self.check_takeovers(&mut report);
+        report
+    }
+
+    fn check_replies(&self, report: &mut Report) {
+        // First reply of each message; duplicate sends.
+        let mut first: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut seen: HashMap<(u32, u32, &str), u64> = HashMap::new();
+        for s in &self.sent {
+            let f = first.entry((s.chat, s.seq)).or_insert(s.t);
+            *f = (*f).min(s.t);
+            if let Some(&earlier) = seen.get(&(s.chat, s.seq, s.kind.as_str())) {
+                if self.outside(earlier) || self.outside(s.t) {
+                    report.outside_guarantees.duplicate_sends += 1;
+                } else {
+                    report.duplicate_sends += 1;
+                }
+            } else {
+                seen.insert((s.chat, s.seq, s.kind.as_str()), s.t);
+            }
+        }
+        report.messages_replied = first.len() as u64;
+
+        let mut handled: HashMap<(u32, u32), u64> = HashMap::new();
+        for r in &self.history {
+            if let Record::Handled { chat, seq, .. } = r {
+                *handled.entry((*chat, *seq)).or_default() += 1;
+            }
+        }
+        report.messages_handled = handled.len() as u64;
+        report.duplicate_handled = handled.values().filter(|&&n| n > 1).map(|n| n - 1).sum();
+
+        // Lost: acknowledged, never answered.
+        for a in &self.acked {
+            if first.contains_key(&(a.chat, a.seq)) {
+                continue;
+            }
+            let wiped = self.faults.iter().any(|f| f.kind == FaultKind::Restart && f.t >= a.t);
+            if wiped {
+                report.outside_guarantees.lost += 1;
+                continue;
+            }
+            let died = (!self.durability)
+                .then(|| {
+                    self.faults.iter().find(|f| {
+                        matches!(f.kind, FaultKind::Kill | FaultKind::Stop)
+                            && f.replica.as_deref() == Some(a.replica.as_str())
+                            && f.t >= a.t
+                    })
+                })
+                .flatten();
+            match died {
+                Some(f) => {
+                    report.lost_allowed += 1;
+                    report.accounted.push(Accounted {
+                        chat: a.chat,
+                        seq: a.seq,
+                        replica: a.replica.clone(),
+                        fault: f.kind,
+                    });
+                }
+                None => {
+                    report.lost += 1;
+                    if report.lost_examples.len() < 50 {
+                        report.lost_examples.push((a.chat, a.seq));
+                    }
+                }
+            }
+        }
+
+        // Order: per chat, first replies by message number must come in time order.
+        let mut by_chat: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
+        for (&(chat, seq), &t) in &first {
+            by_chat.entry(chat).or_default().push((seq, t));
+        }
+        for replies in by_chat.values_mut() {
+            replies.sort_unstable();
+            let mut latest: Option<u64> = None;
+            for &(_, t) in replies.iter() {
+                match latest {
+                    Some(l) if t < l => {
+                        if self.outside(t) || self.outside(l) || self.epoch(t) != self.epoch(l) {
+                            report.outside_guarantees.order_violations += 1;
+                        } else {
+                            report.order_violations += 1;
+                        }
+                    }
+                    _ => latest = Some(t),
+                }
+            }
+        }
+    }
+
+    /// Overlapping turns and stale checkpoint writes, per chat and epoch, by fence. A turn
+    /// starts when its grant arrived (or, lacking a record of it, at its first handler) and
+    /// its effects are the replies sent under its fence.
+    fn check_turns(&self, report: &mut Report) {
+        type Key = (u32, usize);
+        let mut spans: HashMap<Key, BTreeMap<u64, Span>> = HashMap::new();
+        // Each replica's grants per chat, in time order, for attributing its checkpoint writes.
+        let mut grants: HashMap<(u32, &str), Vec<(u64, u64)>> = HashMap::new();
+        let mut start = |chat: u32, fence: u64, t: u64| {
+            let span = spans
+                .entry((chat, self.epoch(t)))
+                .or_default()
+                .entry(fence)
+                .or_insert(Span { start: t, last_effect: None });
+            span.start = span.start.min(t);
+        };
+        for r in &self.history {
+            match r {
+                Record::Grant { chat, replica, fence, t } => {
+                    start(*chat, *fence, *t);
+                    grants.entry((*chat, replica.as_str())).or_default().push((*t, *fence));
+                }
+                Record::Handled { chat, fence, t, .. } => start(*chat, *fence, *t),
+                _ => {}
+            }
+        }
+        for s in &self.sent {
+            start(s.chat, s.fence, s.t);
+        }
+        for list in grants.values_mut() {
+            list.sort_unstable();
+        }
+        for s in &self.sent {
+            if let Some(span) =
+                spans.get_mut(&(s.chat, self.epoch(s.t))).and_then(|f| f.get_mut(&s.fence))
+            {
+                span.last_effect = Some(span.last_effect.map_or(s.t, |e| e.max(s.t)));
+            }
+        }
+        for fences in spans.values() {
+            // Ascending fences: no lower fence may have an effect after a higher one started.
+            let mut latest: Option<u64> = None;
+            for span in fences.values() {
+                if let Some(l) = latest
+                    && l > span.start
+                {
+                    if self.outside(l) || self.outside(span.start) {
+                        report.outside_guarantees.overlaps += 1;
+                    } else {
+                        report.overlaps += 1;
+                    }
+                }
+                if let Some(e) = span.last_effect {
+                    latest = Some(latest.map_or(e, |l| l.max(e)));
+                }
+            }
+        }
+        // A checkpoint write belongs to the writer's latest turn on the chat; it is stale when
+        // a higher fence had been granted on the chat before the write was issued.
+        for r in &self.history {
+            let Record::Checkpoint { chat, replica, t, .. } = r else { continue };
+            let Some(list) = grants.get(&(*chat, replica.as_str())) else { continue };
+            let i = list.partition_point(|&(g, _)| g <= *t);
+            let Some(&(_, fence)) = i.checked_sub(1).and_then(|j| list.get(j)) else { continue };
+            let Some(fences) = spans.get(&(*chat, self.epoch(*t))) else { continue };
+            if fences.range(fence + 1..).any(|(_, span)| span.start < *t) {
+                if self.outside(*t) {
+                    report.outside_guarantees.stale_writes += 1;
+                } else {
+                    report.stale_writes += 1;
+                }
+            }
+        }
+    }
+
+    /// For each kill: how long until every chat the dead replica left waiting moved again.
+    fn check_takeovers(&self, report: &mut Report) {
+        let replied: HashMap<(u32, u32), u64> =
+            self.sent.iter().fold(HashMap::new(), |mut m, s| {
+                let e = m.entry((s.chat, s.seq)).or_insert(s.t);
+                *e = (*e).min(s.t);
+                m
+            });
+        let mut sent_by_chat: HashMap<u32, Vec<u64>> = HashMap::new();
+        for s in &self.sent {
+            sent_by_chat.entry(s.chat).or_default().push(s.t);
+        }
+        for list in sent_by_chat.values_mut() {
+            list.sort_unstable();
+        }
+        for kill in self.faults.iter().filter(|f| f.kind == FaultKind::Kill) {
+            let Some(dead) = kill.replica.as_deref() else { continue };
+            if self.outside(kill.t) {
+                continue;
+            }
+            // Chats with a message the dead replica acknowledged and had not answered.
+            let waiting: BTreeSet<u32> = self
+                .acked
+                .iter()
+                .filter(|a| a.replica == dead && a.t < kill.t)
+                .filter(|a| replied.get(&(a.chat, a.seq)).is_none_or(|&r| r > kill.t))
+                .map(|a| a.chat)
+                .collect();
+            let mut worst = 0;
+            for chat in waiting {
+                let Some(list) = sent_by_chat.get(&chat) else { continue };
+                let i = list.partition_point(|&t| t <= kill.t);
+                if let Some(&t) = list.get(i) {
+                    worst = worst.max((t - kill.t) / 1_000_000);
+                }
+            }
+            report.takeovers_ms.push(worst);
+        }
+        report.takeover_max_ms = report.takeovers_ms.iter().copied().max().unwrap_or(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn handled(chat: u32, seq: u32, replica: &str, fence: u64, t: u64) -> Record {
+        Record::Handled { chat, seq, kind: "echo".into(), replica: replica.into(), fence, t }
+    }
+
+    fn sent(chat: u32, seq: u32, replica: &str, fence: u64, t: u64) -> Sent {
+        Sent { chat, seq, kind: "echo".into(), fence, replica: replica.into(), t }
+    }
+
+    fn acked(chat: u32, seq: u32, replica: &str, t: u64) -> Acked {
+        Acked { chat, seq, replica: replica.into(), t }
+    }
+
+    fn clean() -> Run {
+        Run {
+            acked: vec![acked(1, 0, "a", 0), acked(1, 1, "b", 5 * MS)],
+            history: vec![handled(1, 0, "a", 1, MS), handled(1, 1, "b", 2, 20 * MS)],
+            sent: vec![sent(1, 0, "a", 1, 10 * MS), sent(1, 1, "b", 2, 30 * MS)],
+            lease_ms: 1000,
+            durability: true,
+            ..Run::default()
+        }
+    }
+
+    #[test]
+    fn a_clean_history_has_no_violation() {
+        let report = clean().check();
+        assert_eq!(report.violations(), 0, "{report:?}");
+        assert_eq!(
+            (report.messages_sent, report.messages_handled, report.messages_replied),
+            (2, 2, 2)
+        );
+    }
+
+    #[test]
+    fn a_reply_from_a_lower_fence_after_a_higher_one_started_is_an_overlap() {
+        let mut run = clean();
+        run.sent[0].t = 25 * MS;
+        let report = run.check();
+        assert_eq!(report.overlaps, 1);
+    }
+
+    #[test]
+    fn replies_in_the_wrong_order_are_an_order_violation() {
+        let mut run = clean();
+        run.history = vec![handled(1, 1, "b", 1, MS), handled(1, 0, "a", 2, 20 * MS)];
+        run.sent = vec![sent(1, 1, "b", 1, 10 * MS), sent(1, 0, "a", 2, 30 * MS)];
+        assert_eq!(run.check().order_violations, 1);
+    }
+
+    #[test]
+    fn an_unanswered_message_is_lost_and_a_second_reply_is_a_duplicate_send() {
+        let mut run = clean();
+        run.acked.push(acked(1, 2, "a", 40 * MS));
+        run.sent.push(sent(1, 1, "b", 2, 31 * MS));
+        let report = run.check();
+        assert_eq!((report.lost, report.duplicate_sends), (1, 1));
+    }
+
+    #[test]
+    fn without_durability_a_message_waiting_on_a_killed_replica_is_accounted_for() {
+        let mut run = clean();
+        run.durability = false;
+        run.acked.push(acked(1, 2, "a", 40 * MS));
+        run.faults.push(Fault {
+            kind: FaultKind::Kill,
+            replica: Some("a".into()),
+            at_ms: 0,
+            lasted_ms: 0,
+            t: 41 * MS,
+            t_end: 42 * MS,
+        });
+        let report = run.check();
+        assert_eq!((report.lost, report.lost_allowed), (0, 1));
+        assert_eq!(report.accounted[0].fault, FaultKind::Kill);
+    }
+
+    #[test]
+    fn a_checkpoint_written_after_a_higher_fence_started_is_stale() {
+        let mut run = clean();
+        run.history.push(Record::Grant { chat: 1, replica: "a".into(), fence: 1, t: 0 });
+        run.history.push(Record::Checkpoint {
+            chat: 1,
+            replica: "a".into(),
+            revision: 3,
+            t: 21 * MS,
+        });
+        assert_eq!(run.check().stale_writes, 1);
+    }
+
+    #[test]
+    fn what_a_wipe_of_redis_breaks_is_counted_apart() {
+        let mut run = clean();
+        run.acked.push(acked(1, 2, "a", 40 * MS));
+        run.faults.push(Fault {
+            kind: FaultKind::Restart,
+            replica: None,
+            at_ms: 0,
+            lasted_ms: 0,
+            t: 50 * MS,
+            t_end: 60 * MS,
+        });
+        let report = run.check();
+        assert_eq!((report.lost, report.outside_guarantees.lost), (0, 1));
+    }
+
+    #[test]
+    fn a_kill_s_takeover_is_the_wait_until_its_chats_move() {
+        let mut run = clean();
+        run.acked.push(acked(1, 2, "a", 40 * MS));
+        run.history.push(handled(1, 2, "b", 3, 1500 * MS));
+        run.sent.push(sent(1, 2, "b", 3, 1550 * MS));
+        run.faults.push(Fault {
+            kind: FaultKind::Kill,
+            replica: Some("a".into()),
+            at_ms: 0,
+            lasted_ms: 0,
+            t: 50 * MS,
+            t_end: 60 * MS,
+        });
+        assert_eq!(run.check().takeover_max_ms, 1500);
+    }
+}

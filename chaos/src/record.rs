@@ -1,0 +1,188 @@
+//! What travels between the harness and the replicas, what each side writes down, and the
+//! monotonic clock that makes their timestamps comparable.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+/// Nanoseconds on the machine's monotonic clock (`CLOCK_MONOTONIC`): one clock for every
+/// process of a run, which never goes back.
+pub fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs * 1_000_000_000 + nanos
+}
+
+/// The id of the webhook provider the replicas run.
+pub const PROVIDER: &str = "chaos-webhook";
+
+/// The chat id of chat number `chat`.
+pub fn chat_id(chat: u32) -> String {
+    format!("c{chat}")
+}
+
+/// The message id of message `seq` of chat `chat`: what a webhook sender retries with.
+pub fn message_id(chat: u32, seq: u32) -> String {
+    format!("c{chat}-{seq}")
+}
+
+/// The chat and sequence number back from a message id.
+pub fn parse_message_id(id: &str) -> Option<(u32, u32)> {
+    let (chat, seq) = id.strip_prefix('c')?.split_once('-')?;
+    Some((chat.parse().ok()?, seq.parse().ok()?))
+}
+
+/// The body of a webhook delivery, from the load generator to a replica.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Delivery {
+    /// The chat number.
+    pub chat: u32,
+    /// The message's number within its chat, from 0.
+    pub seq: u32,
+    /// What the user typed.
+    pub body: String,
+}
+
+/// A reply the bot sends: its text names the message it answers and the turn it ran under.
+///
+/// The text is `r<seq> <kind> f<fence>`, so the platform can tell which message each send
+/// belongs to and which holder sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The message it answers.
+    pub seq: u32,
+    /// What the bot did with it: `echo`, `q1`, `q2` or `done`.
+    pub kind: String,
+    /// The fence of the turn it was sent under.
+    pub fence: u64,
+}
+
+impl Reply {
+    /// The text of the reply.
+    pub fn text(&self) -> String {
+        format!("r{} {} f{}", self.seq, self.kind, self.fence)
+    }
+
+    /// Reads a reply back from its text.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut words = text.split(' ');
+        let seq = words.next()?.strip_prefix('r')?.parse().ok()?;
+        let kind = words.next()?.to_owned();
+        let fence = words.next()?.strip_prefix('f')?.parse().ok()?;
+        Some(Self { seq, kind, fence })
+    }
+}
+
+/// A send as the fake platform API receives it from a replica.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlatformSend {
+    /// The replica that sent it.
+    pub replica: String,
+    /// The chat id.
+    pub chat: String,
+    /// The text.
+    pub text: String,
+}
+
+/// One line of a replica's history file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Record {
+    /// The process started (again, after a kill, under the same replica id).
+    Started {
+        /// The replica id.
+        replica: String,
+        /// When.
+        t: u64,
+    },
+    /// The replica was granted the chat's turn with `fence`; `t` is when the grant arrived.
+    Grant {
+        /// The chat number.
+        chat: u32,
+        /// The replica id.
+        replica: String,
+        /// The turn's fence.
+        fence: u64,
+        /// When.
+        t: u64,
+    },
+    /// A handler took message `seq` of `chat` under the turn with `fence`.
+    Handled {
+        /// The chat number.
+        chat: u32,
+        /// The message number.
+        seq: u32,
+        /// What took it: `echo`, `form`, `a1` or `a2`.
+        kind: String,
+        /// The replica id.
+        replica: String,
+        /// The turn's fence.
+        fence: u64,
+        /// When.
+        t: u64,
+    },
+    /// A compare-and-set checkpoint write of the chat's flow landed. `t` is when it was issued.
+    Checkpoint {
+        /// The chat number.
+        chat: u32,
+        /// The replica id.
+        replica: String,
+        /// The revision the write created, or 0 for a clear.
+        revision: u64,
+        /// When the write was issued.
+        t: u64,
+    },
+}
+
+/// An append-only history file. Each record is one `write` on a file opened for appending, so
+/// a process killed with SIGKILL leaves every record it finished writing, whole.
+#[derive(Debug)]
+pub struct History {
+    file: Mutex<File>,
+}
+
+impl History {
+    /// Opens (or creates) the history file at `path` for appending.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Self { file: Mutex::new(file) })
+    }
+
+    /// Appends a record.
+    pub fn write(&self, record: &Record) {
+        let Ok(mut line) = serde_json::to_vec(record) else { return };
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(e) = file.write_all(&line) {
+            tracing::error!(error = %e, "writing the history failed");
+        }
+    }
+}
+
+/// Reads every record of a history file; a line cut short by a kill is skipped.
+pub fn read_history(path: &Path) -> std::io::Result<Vec<Record>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_reads_back_from_its_text() {
+        let reply = Reply { seq: 17, kind: "q2".to_owned(), fence: 40 };
+        assert_eq!(Reply::parse(&reply.text()), Some(reply));
+        assert_eq!(Reply::parse("hello"), None);
+    }
+
+    #[test]
+    fn a_message_id_reads_back() {
+        assert_eq!(parse_message_id(&message_id(3, 12)), Some((3, 12)));
+        assert_eq!(parse_message_id("x-1"), None);
+    }
+}
