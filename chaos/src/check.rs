@@ -190,6 +190,11 @@ pub struct Report {
     pub lost_examples: Vec<(u32, u32)>,
     /// The faults injected.
     pub faults: Vec<Fault>,
+    /// Deliveries the load generator had to make again (a replica refused or was down).
+    pub deliveries_refused: u64,
+    /// Sends repeated under an idempotency key that the platform delivered once (a step run
+    /// again after a crash between its send and the outbox's mark).
+    pub sends_deduplicated: u64,
 }
 
 impl Report {
@@ -421,17 +426,38 @@ impl Run {
         for list in sent_by_chat.values_mut() {
             list.sort_unstable();
         }
+        let mut last_grant: HashMap<u32, Vec<(u64, &str)>> = HashMap::new();
+        for r in &self.history {
+            if let Record::Grant { chat, replica, t, .. } = r {
+                last_grant.entry(*chat).or_default().push((*t, replica.as_str()));
+            }
+        }
+        for grants in last_grant.values_mut() {
+            grants.sort_unstable();
+        }
         for kill in self.faults.iter().filter(|f| f.kind == FaultKind::Kill) {
             let Some(dead) = kill.replica.as_deref() else { continue };
             if self.outside(kill.t) {
                 continue;
             }
-            // Chats with a message the dead replica acknowledged and had not answered.
-            let waiting: BTreeSet<u32> = self
+            // Chats with a message unanswered at the kill that the dead replica acknowledged,
+            // or that waited behind a turn the dead replica was the last to be granted.
+            let unanswered = self
                 .acked
                 .iter()
-                .filter(|a| a.replica == dead && a.t < kill.t)
-                .filter(|a| replied.get(&(a.chat, a.seq)).is_none_or(|&r| r > kill.t))
+                .filter(|a| a.t < kill.t)
+                .filter(|a| replied.get(&(a.chat, a.seq)).is_none_or(|&r| r > kill.t));
+            let waiting: BTreeSet<u32> = unanswered
+                .filter(|a| {
+                    a.replica == dead
+                        || last_grant
+                            .get(&a.chat)
+                            .and_then(|g| {
+                                let i = g.partition_point(|(t, _)| *t < kill.t);
+                                i.checked_sub(1).and_then(|j| g.get(j))
+                            })
+                            .is_some_and(|(_, r)| *r == dead)
+                })
                 .map(|a| a.chat)
                 .collect();
             let mut worst = 0;

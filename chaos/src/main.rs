@@ -176,6 +176,9 @@ struct Tape {
     acked: Vec<Acked>,
     sent: Vec<Sent>,
     refused: u64,
+    /// Idempotency keys of the sends delivered, and how many repeats they spared the user.
+    keys: std::collections::HashSet<String>,
+    deduplicated: u64,
 }
 
 type Shared = Arc<Mutex<Tape>>;
@@ -184,9 +187,21 @@ fn tape(shared: &Shared) -> std::sync::MutexGuard<'_, Tape> {
     shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The fake platform API: records every send a replica makes.
-async fn platform_send(State(tape_): State<Shared>, Json(send): Json<PlatformSend>) -> StatusCode {
+/// The fake platform API: records every send a replica makes. Like the payment and messaging
+/// APIs that take one, it delivers a send repeated under the same idempotency key once.
+async fn platform_send(
+    State(tape_): State<Shared>,
+    headers: axum::http::HeaderMap,
+    Json(send): Json<PlatformSend>,
+) -> StatusCode {
     let t = now_ns();
+    if let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
+        let mut tape = tape(&tape_);
+        if !tape.keys.insert(key.to_owned()) {
+            tape.deduplicated += 1;
+            return StatusCode::OK;
+        }
+    }
     let chat = send.chat.strip_prefix('c').and_then(|c| c.parse().ok());
     match (chat, Reply::parse(&send.text)) {
         (Some(chat), Some(reply)) => {
@@ -500,9 +515,9 @@ async fn main() -> Result<()> {
     for r in &replicas {
         history.extend(read_history(&runs.join(format!("{}.jsonl", r.id)))?);
     }
-    let (acked, sent, refused) = {
+    let (acked, sent, refused, deduplicated) = {
         let mut t = tape(&shared);
-        (std::mem::take(&mut t.acked), std::mem::take(&mut t.sent), t.refused)
+        (std::mem::take(&mut t.acked), std::mem::take(&mut t.sent), t.refused, t.deduplicated)
     };
     dump(&runs.join("acked.jsonl"), &acked)?;
     dump(&runs.join("sent.jsonl"), &sent)?;
@@ -515,9 +530,12 @@ async fn main() -> Result<()> {
         durability: o.durability,
         t0,
     };
-    let report = run.check();
+    let mut report = run.check();
+    report.deliveries_refused = refused;
+    report.sends_deduplicated = deduplicated;
     print_table(&report);
-    println!("{:<20} {refused}", "deliveries refused");
+    println!("{:<20} {refused}", "deliveries_refused");
+    println!("{:<20} {deduplicated}", "sends_deduplicated");
     let json = serde_json::to_string_pretty(&report)?;
     let path = o.out.join("report.json");
     std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;

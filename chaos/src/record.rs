@@ -125,6 +125,18 @@ pub enum Record {
         /// When.
         t: u64,
     },
+    /// Something the bot reported about a chat (a replay, a duplicate, a skipped send, an
+    /// error), for reading a history by eye.
+    Note {
+        /// The chat number, when the event names one.
+        chat: Option<u32>,
+        /// The replica id.
+        replica: String,
+        /// The event, as debug text.
+        text: String,
+        /// When.
+        t: u64,
+    },
     /// A compare-and-set checkpoint write of the chat's flow landed. `t` is when it was issued.
     Checkpoint {
         /// The chat number.

@@ -31,9 +31,9 @@ use botmesh_core::traits::{
     TurnGrant,
 };
 use botmesh_core::{
-    Bot, BotError, Capabilities, ConvCtx, Ctx, Durability, Error, Flow, Inbound, InboundStream,
-    Outbound, Provider, ProviderEvent, SendReceipt, Step, Store, TransportStatus, Trigger,
-    async_trait,
+    Bot, BotError, Capabilities, ConvCtx, Ctx, Durability, Error, Event, Flow, Inbound,
+    InboundStream, Outbound, Provider, ProviderEvent, SendReceipt, Step, Store, TransportStatus,
+    Trigger, async_trait,
 };
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use tokio::sync::{Notify, mpsc};
@@ -125,13 +125,11 @@ impl Provider for Webhook {
             op: "send",
             source: Box::new(e),
         };
-        self.client
-            .post(format!("{}/send", self.platform))
-            .json(&body)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(failed)?;
+        let mut request = self.client.post(format!("{}/send", self.platform)).json(&body);
+        if let Some(key) = &message.idempotency_key {
+            request = request.header("idempotency-key", key);
+        }
+        request.send().await.and_then(reqwest::Response::error_for_status).map_err(failed)?;
         Ok(SendReceipt::new(None))
     }
 
@@ -380,6 +378,24 @@ struct Log {
 }
 
 impl Log {
+    /// Writes down what the bot reported about a chat, when it is worth reading afterwards.
+    fn note(&self, event: &Event) {
+        let key = match event {
+            Event::Replayed { key, .. } | Event::Duplicate { key, .. } => Some(key.to_string()),
+            Event::SendSkipped { chat, .. } => Some(chat.to_string()),
+            Event::LeaseLost { key, .. } => Some(key.clone()),
+            Event::Error { key, .. } => key.as_ref().map(ToString::to_string),
+            _ => return,
+        };
+        let chat = key.as_deref().and_then(|k| k.strip_prefix('c')).and_then(|c| c.parse().ok());
+        self.history.write(&Record::Note {
+            chat,
+            replica: self.replica.clone(),
+            text: format!("{event:?}"),
+            t: now_ns(),
+        });
+    }
+
     /// Writes down that message `id` was taken as `kind` under `fence`, and returns its number.
     fn handled(&self, id: &str, kind: &str, fence: Option<u64>) -> Option<u32> {
         let (chat, seq) = parse_message_id(id)?;
@@ -509,8 +525,9 @@ async fn main() -> Result<()> {
             .context("building the HTTP client")?,
         stop: Arc::new(Notify::new()),
     };
-    let echo_log = log.clone();
+    let (echo_log, note_log) = (log.clone(), log.clone());
     let mut builder = Bot::builder()
+        .on(move |event| note_log.note(event))
         .provider(provider)
         .store(Arc::new(store))
         .coordination(coordination)

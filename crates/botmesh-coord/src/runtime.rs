@@ -30,6 +30,8 @@ struct State {
     stall_after: Duration,
     /// When the last successful heartbeat was sent.
     renewed_at: Mutex<Instant>,
+    /// When the leases were last given up locally.
+    given_up_at: Mutex<Option<Instant>>,
     /// Bumped when this replica gives its leases up locally: turns from an older epoch are lost.
     epoch: AtomicU64,
     /// The turns held now, by chat key.
@@ -68,6 +70,7 @@ impl State {
     /// Gives every lease up locally: held turns become lost, the transport stops.
     fn give_up(self: &Arc<Self>, reason: LeaseLostReason) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
+        *lock(&self.given_up_at) = Some(Instant::now());
         let keys: Vec<ChatKey> = lock(&self.held).keys().cloned().collect();
         for key in keys {
             self.emit(Event::LeaseLost { key: key.to_string(), reason });
@@ -115,6 +118,10 @@ impl Turn for HeldTurn {
     fn changed_hands(&self) -> bool {
         self.grant.previous_holder.as_deref() != Some(self.state.replica_id.as_str())
     }
+
+    fn passed_over(&self) -> &[String] {
+        &self.grant.passed_over
+    }
 }
 
 /// The runtime: implements the bot's [`Coordination`] over a [`Coordinator`].
@@ -138,6 +145,7 @@ impl Runtime {
                 lease: cfg.lease,
                 stall_after: cfg.lease * 2 / 3,
                 renewed_at: Mutex::new(Instant::now()),
+                given_up_at: Mutex::new(None),
                 epoch: AtomicU64::new(0),
                 held: Mutex::default(),
                 unreleased: Mutex::default(),
@@ -355,6 +363,10 @@ impl Coordination for Runtime {
         for (grant, options) in retry {
             let _ = state.coordinator.release_turn_with(&grant, &options).await;
         }
+    }
+
+    fn given_up_at(&self) -> Option<Instant> {
+        *lock(&self.state.given_up_at)
     }
 
     async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>, Error> {

@@ -70,13 +70,48 @@ impl Shared {
         outbox: Option<String>,
     ) -> Result<SendReceipt> {
         turn.check()?;
-        if let (Some(key), Some(durability)) = (outbox, &self.durability)
-            && !self.store.outbox_claim(&key, durability.outbox_ttl).await?
+        let (Some(key), Some(durability)) = (outbox, &self.durability) else {
+            return self.send(message).await;
+        };
+        let ttl = durability.outbox_ttl;
+        // The send is claimed, then marked sent once it went out. Found claimed, it belongs to
+        // an earlier run of the same step: that run sent it unless it stopped before the mark,
+        // in which case it goes out now (at least once, never lost).
+        let sent = format!("{key}|sent");
+        if !self.outbox_claim(turn, &key, ttl).await?
+            && !self.outbox_claim(turn, &sent, ttl).await?
         {
             self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
             return Ok(SendReceipt::new(None));
         }
-        self.send(message).await
+        let message = message.clone().with_idempotency_key(key);
+        let receipt = self.send(&message).await?;
+        if let Err(e) = self.store.outbox_claim(&sent, ttl).await {
+            // Unmarked, a rerun of the step sends it again rather than never.
+            self.events.error(Some(&botmesh_traits::ChatKey::new(message.chat.as_str())), e.into());
+        }
+        Ok(receipt)
+    }
+
+    /// Claims send `key` in the outbox. A claim whose reply was lost (a dropped connection, a
+    /// timeout) may have landed, so it is asked again: found claimed, it was this claim when
+    /// the message is handled for the first time (nothing else can have claimed it), else an
+    /// earlier run's, whose send went out.
+    async fn outbox_claim(&self, turn: &TurnSlot, key: &str, ttl: Duration) -> Result<bool> {
+        const RETRIES: [u64; 4] = [100, 200, 400, 800];
+        let mut error = match self.store.outbox_claim(key, ttl).await {
+            Ok(claimed) => return Ok(claimed),
+            Err(e) => e,
+        };
+        for ms in RETRIES {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            turn.check()?;
+            match self.store.outbox_claim(key, ttl).await {
+                Ok(claimed) => return Ok(claimed || turn.first_attempt()),
+                Err(e) => error = e,
+            }
+        }
+        Err(error.into())
     }
 
     pub(crate) async fn send(&self, message: &Outbound) -> Result<SendReceipt> {

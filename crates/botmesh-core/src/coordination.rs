@@ -4,6 +4,7 @@
 //! implements them over any [`Coordinator`](botmesh_traits::Coordinator) backend. A bot built
 //! without coordination never touches them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +29,12 @@ pub trait Turn: Send + Sync + 'static {
     /// Whether another replica, or an unknown one, held the chat since this replica last
     /// did. In-memory conversation state of the chat is stale then.
     fn changed_hands(&self) -> bool;
+
+    /// The incarnations passed over before this turn (taken for dead, or handing their work
+    /// back): their unfinished journaled messages of the chat come first.
+    fn passed_over(&self) -> &[String] {
+        &[]
+    }
 }
 
 /// What the bot offers the coordination runtime: its events and its transport.
@@ -88,6 +95,13 @@ pub trait Coordination: Send + Sync + 'static {
     /// `CoordinationUnavailable` (and withdraws the ticket) when it does not come.
     async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error>;
 
+    /// When this replica last gave its leases up because it stalled, if it ever did. Its
+    /// queued tickets may have been passed over since, and their messages taken over by
+    /// another replica.
+    fn given_up_at(&self) -> Option<tokio::time::Instant> {
+        None
+    }
+
     /// Gives a turn back. `options.used` is `false` when nothing happened under it (a timer
     /// that found its conversation stale or gone); `options.retain` is how long a conversation
     /// of the chat stays waiting in this replica's memory. A release that fails on the wire is
@@ -98,9 +112,20 @@ pub trait Coordination: Send + Sync + 'static {
 /// The turn a chat's worker holds right now, shared with the contexts of that chat so that
 /// their sends and checkpoint writes are fenced.
 #[derive(Default)]
-pub(crate) struct TurnSlot(Mutex<Option<Arc<dyn Turn>>>);
+pub(crate) struct TurnSlot(Mutex<Option<Arc<dyn Turn>>>, AtomicBool);
 
 impl TurnSlot {
+    /// Says whether the message handled now is handled for the first time (journaled by this
+    /// very job), as opposed to taken over, replayed or retried.
+    pub(crate) fn set_first_attempt(&self, first: bool) {
+        self.1.store(first, Ordering::SeqCst);
+    }
+
+    /// See [`TurnSlot::set_first_attempt`].
+    pub(crate) fn first_attempt(&self) -> bool {
+        self.1.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn set(&self, turn: Option<Arc<dyn Turn>>) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = turn;
     }

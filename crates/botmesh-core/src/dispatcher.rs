@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, ChatRecord, Error, ErrorKind, Inbound, ReleaseOptions, Ticket};
+use botmesh_traits::{
+    ChatKey, ChatRecord, Error, ErrorKind, Inbound, InboxRecord, InboxState, ReleaseOptions, Ticket,
+};
 use futures_util::FutureExt;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
@@ -94,6 +96,11 @@ enum Work {
         park: u64,
         timer: Timer,
     },
+    /// Take over, under the chat's turn and in journal order, the chat's journaled messages
+    /// that these incarnations (dead ones) or any replica (released ones) left unfinished.
+    TakeOver {
+        passed: Vec<String>,
+    },
 }
 
 /// Where a message stands with the inbox journal.
@@ -102,13 +109,19 @@ enum Journal {
     Off,
     /// To be journaled before it takes a ticket.
     Pending,
-    /// In the journal under `id`; `attempt` counts the times it was handled before.
-    Recorded { id: String, attempt: u32 },
+    /// In the journal under `id`, this replica's since `since`; `attempt` counts the times it
+    /// was handled before. `first` when this job journaled it: no earlier run can have acted
+    /// on it.
+    Recorded { id: String, attempt: u32, since: Instant, first: bool },
     /// Already in the journal: a retry of a message this or another replica has.
     Duplicate,
     /// Refused to a sender waiting in [`Dispatcher::accept`] (the journal or the ticket could
     /// not be written): the sender delivers it again, so it is not handled here.
     Refused,
+    /// Pending in the journal under a live replica that may be handling it now: a sender
+    /// waiting in [`Dispatcher::accept`] is told to deliver it again later, when it is either
+    /// done (a duplicate then) or released to whoever receives it.
+    Elsewhere,
 }
 
 /// Tells a sender waiting in [`Dispatcher::accept`] what became of its message.
@@ -140,15 +153,24 @@ impl Job {
         let Some(tx) = self.accepted.take() else { return };
         let answer = match (&self.journal, ticketed) {
             (Journal::Duplicate, _) => Ok(Accepted::Duplicate),
+            (Journal::Elsewhere, _) => Err(Error::CoordinationUnavailable {
+                reason: "the message is being handled by another replica".to_owned(),
+                source: None,
+            }
+            .into()),
             (Journal::Refused, _) => Err(Error::Store {
                 op: "inbox_append",
                 source: "the inbox journal could not be written".into(),
             }
             .into()),
-            // Journaled: another attempt (or another replica) handles it even if it has no
-            // ticket yet.
-            (Journal::Recorded { .. } | Journal::Pending, _) | (Journal::Off, Ok(())) => {
+            (Journal::Recorded { .. } | Journal::Pending | Journal::Off, Ok(())) => {
                 Ok(Accepted::Queued)
+            }
+            // Journaled but without its place in the chat's queue: the message is released
+            // for whoever holds the chat next, and the sender, told to deliver it again, waits
+            // for that before it sends anything later (the delivery takes the message over).
+            (Journal::Recorded { .. } | Journal::Pending, Err(e)) => {
+                Err(Error::CoordinationUnavailable { reason: e.to_string(), source: None }.into())
             }
             (Journal::Off, Err(e)) => {
                 self.journal = Journal::Refused;
@@ -157,6 +179,18 @@ impl Job {
         };
         let _ = tx.send(answer);
     }
+}
+
+/// What a turn takes over (see [`Worker::left_over`]), in journal order.
+#[derive(Default)]
+struct LeftOver {
+    /// Journaled before the turn's own message: handled first.
+    before: Vec<InboxRecord>,
+    /// Journaled after it, with nothing queued elsewhere in between: handled right after.
+    after: Vec<InboxRecord>,
+    /// Journaled after a message still queued on a live replica: released for the holder
+    /// after that one.
+    rest: Vec<InboxRecord>,
 }
 
 /// A chat's registration: where its jobs go, and how many are not finished yet.
@@ -262,11 +296,28 @@ impl Dispatcher {
         let job = Job {
             work: Work::Message(inbound),
             ticket: None,
-            journal: Journal::Recorded { id, attempt },
+            journal: Journal::Recorded { id, attempt, since: Instant::now(), first: false },
             accepted: None,
         };
         if !self.enqueue(&key, job) {
             // Stopping: the record stays pending in the journal for another replica.
+            self.done_one();
+        }
+    }
+
+    /// Queues a takeover of chat `key`'s unfinished journaled messages (see
+    /// [`Work::TakeOver`]): it takes a ticket like a message, so the messages are claimed and
+    /// handled under the chat's turn, before whatever arrives after it.
+    pub(crate) fn take_over(self: &Arc<Self>, key: &ChatKey, passed: Vec<String>) {
+        let job = Job {
+            work: Work::TakeOver { passed },
+            ticket: None,
+            journal: Journal::Off,
+            accepted: None,
+        };
+        // Counted like a message: the bot is not idle while it takes messages over.
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if !self.enqueue(key, job) {
             self.done_one();
         }
     }
@@ -324,6 +375,7 @@ impl Dispatcher {
             serial: 0,
             seen_chat: false,
             cut: false,
+            faulted: false,
             leftover: None,
         };
         tokio::spawn(worker.run(worker_rx).instrument(span));
@@ -366,21 +418,35 @@ impl Dispatcher {
 
 /// Journals the messages among `jobs` that wait for it (in one concurrent batch), marking
 /// retries of journaled messages as duplicates.
-async fn journal_jobs(shared: &Shared, jobs: &mut [Job]) {
+async fn journal_jobs(shared: &Arc<Shared>, jobs: &mut [Job]) {
     let inbound = jobs.iter().filter(|j| matches!(j.journal, Journal::Pending)).filter_map(|j| {
         match &j.work {
             Work::Message(m) => Some(m),
-            Work::Timer { .. } => None,
+            Work::Timer { .. } | Work::TakeOver { .. } => None,
         }
     });
     let mut results = durable::journal(shared, inbound).await.into_iter();
     for job in jobs.iter_mut().filter(|j| matches!(j.journal, Journal::Pending)) {
         job.journal = match results.next() {
-            Some(Journaled::New(id)) => Journal::Recorded { id, attempt: 0 },
+            Some(Journaled::New(id)) => {
+                Journal::Recorded { id, attempt: 0, since: Instant::now(), first: true }
+            }
+            Some(Journaled::Adopted(id)) => {
+                Journal::Recorded { id, attempt: 0, since: Instant::now(), first: false }
+            }
             Some(Journaled::Duplicate) => Journal::Duplicate,
+            Some(Journaled::Elsewhere) if job.accepted.is_some() => Journal::Elsewhere,
+            Some(Journaled::Elsewhere) => Journal::Duplicate,
             // A sender waiting to acknowledge delivers it again; otherwise it is handled
             // without the journal.
-            Some(Journaled::Failed) | None if job.accepted.is_some() => Journal::Refused,
+            Some(Journaled::Failed) | None if job.accepted.is_some() => {
+                if let Work::Message(m) = &job.work {
+                    // The append may still land (a timed-out reply): released then, so that
+                    // the sender's next delivery, wherever it goes, takes it over.
+                    durable::release_if_landed(shared, durable::journal_id(m));
+                }
+                Journal::Refused
+            }
             Some(Journaled::Failed) | None => Journal::Off,
         };
     }
@@ -401,7 +467,9 @@ async fn ticketer(
     let mut batch = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut batch, BATCH).await > 0 {
         journal_jobs(&shared, &mut batch).await;
-        let takes = |j: &Job| !matches!(j.journal, Journal::Duplicate | Journal::Refused);
+        let takes = |j: &Job| {
+            !matches!(j.journal, Journal::Duplicate | Journal::Refused | Journal::Elsewhere)
+        };
         let wanted = batch.iter().filter(|j| takes(j)).count();
         let taken = match wanted {
             0 => Ok(Vec::new()),
@@ -526,6 +594,9 @@ struct Worker {
     /// The current job's conversation was cut short with its message's effect held by no
     /// checkpoint.
     cut: bool,
+    /// Set when the message's work failed on a backend or the transport (a store write, a
+    /// send, the turn): with durability, the message is handed back instead of acknowledged.
+    faulted: bool,
     /// A message kept for a resumed flow's next wait that the flow ended without taking.
     leftover: Option<Message>,
 }
@@ -537,7 +608,7 @@ impl Worker {
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) {
         while let Some(job) = self.next_job(&mut rx).await {
-            let message = matches!(job.work, Work::Message(_));
+            let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
             // The user code it runs is already guarded; this is the last line, so that a bug
             // here can never leave the chat's turn held or the dispatcher's counts wrong.
             if let Err(panic) = AssertUnwindSafe(self.run_job(job)).catch_unwind().await {
@@ -617,6 +688,7 @@ impl Worker {
             journal_jobs(&shared, std::slice::from_mut(&mut job)).await;
         }
         job.answer(Ok(()));
+        self.turn.set_first_attempt(false);
         let Job { work, ticket, journal, .. } = job;
         let journaled = match (journal, &work) {
             (Journal::Duplicate, Work::Message(m)) => {
@@ -624,9 +696,12 @@ impl Worker {
                 return;
             }
             // Its sender was told to deliver it again.
-            (Journal::Refused, _) => return,
+            (Journal::Refused | Journal::Elsewhere, _) => return,
             // Kept to queue the message again if its effect cannot be stored.
-            (Journal::Recorded { id, attempt }, Work::Message(m)) => Some((id, attempt, m.clone())),
+            (Journal::Recorded { id, attempt, since, first }, Work::Message(m)) => {
+                self.turn.set_first_attempt(first);
+                Some((id, attempt, since, m.clone()))
+            }
             _ => None,
         };
         let turn = match (ticket, &shared.coordination) {
@@ -634,8 +709,10 @@ impl Worker {
                 match async { coordination.acquire(ticket?).await }.await {
                     Ok(turn) => Some((Arc::clone(coordination), turn)),
                     Err(e) => {
-                        if let Some((id, attempt, inbound)) = journaled {
-                            self.retry_or_ack(inbound, id, attempt).await;
+                        if let Some((id, ..)) = journaled {
+                            // Not the message's fault: no attempt is counted. The ticket was
+                            // withdrawn naming this replica, so the next holder takes it.
+                            self.hand_back(&id).await;
                         }
                         if let (Work::Timer { serial, .. }, Some(active)) =
                             (&work, self.active.as_mut())
@@ -667,12 +744,112 @@ impl Worker {
                 }
             }
         }
-        let settle = shared.coordination.as_ref().map(|c| c.settle());
+        if let (Some((id, _, since, _)), Some((coordination, t))) = (&journaled, &turn)
+            && coordination.given_up_at().is_some_and(|at| at > *since)
+            && !self.still_ours(id).await
+        {
+            // This replica stalled since the message was journaled, and the replica that
+            // took the chat over has taken the message too.
+            let (coordination, t) = (Arc::clone(coordination), Arc::clone(t));
+            self.turn.set(None);
+            coordination.release(t, ReleaseOptions::unused()).await;
+            return;
+        }
         let changed_hands = turn.as_ref().is_some_and(|(_, t)| t.changed_hands());
+        // Unfinished messages of the chat that the grant passed over: those journaled before
+        // this turn's own message are handled first, the rest right after it.
+        let mut passed = turn.as_ref().map(|(_, t)| t.passed_over().to_vec()).unwrap_or_default();
+        let sweep = match &work {
+            Work::TakeOver { passed: more } => {
+                passed.extend(more.iter().cloned());
+                true
+            }
+            _ => false,
+        };
+        let LeftOver { before, after, rest } =
+            if shared.durability.is_some() && (sweep || !passed.is_empty()) {
+                let own = journaled.as_ref().map(|(id, ..)| id.as_str());
+                self.left_over(&passed, own).await
+            } else {
+                LeftOver::default()
+            };
+        for record in &rest {
+            self.release_record(&record.id, &record.owner).await;
+        }
+        let took_over = !before.is_empty();
+        let mut lost = self.take_over(before, changed_hands).await;
+        let used = took_over;
+        let used = if lost {
+            used
+        } else {
+            let used = self.bounded(work, changed_hands && !took_over).await || used;
+            // Lost mid-way (this replica stalled past its lease), or failed on a backend: what
+            // it did may not have reached anyone. The next holder takes it over.
+            lost = turn.as_ref().is_some_and(|(_, t)| t.check().is_err())
+                || (self.faulted && journaled.is_some());
+            used
+        };
+        // Acknowledged only once a checkpoint holds the message's effect (it did by now, or
+        // `cut` says it did not, and the message is handled again).
+        let mut ack = match journaled {
+            Some((id, ..)) if lost => {
+                self.hand_back(&id).await;
+                None
+            }
+            Some((id, attempt, _, inbound)) if self.cut => {
+                self.retry_or_ack(inbound, id, attempt).await;
+                None
+            }
+            Some((id, ..)) => Some(id),
+            None => None,
+        };
+        let mut used = used;
+        if !after.is_empty() {
+            if lost {
+                for record in &after {
+                    self.hand_back(&record.id).await;
+                }
+            } else {
+                if let Some(id) = ack.take()
+                    && let Err(e) = shared.store.inbox_ack(&id).await
+                {
+                    self.report(e.into());
+                }
+                lost = self.take_over(after, false).await;
+                used = true;
+            }
+        }
+        let (retain, slot) = (self.waiting_for(), Arc::clone(&self.turn));
+        let ack = async {
+            match ack {
+                Some(id) => shared.store.inbox_ack(&id).await,
+                None => Ok(()),
+            }
+        };
+        let release = async move {
+            if let Some((coordination, turn)) = turn {
+                slot.set(None);
+                let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
+                let hand_back = lost || !rest.is_empty();
+                let options = if hand_back { options.handing_back() } else { options };
+                coordination.release(turn, options.retain(retain)).await;
+            }
+        };
+        // The two are independent: the next holder may start while the ack is on the wire.
+        let (acked, ()) = tokio::join!(ack, release);
+        if let Err(e) = acked {
+            self.report(e.into());
+        }
+    }
+
+    /// Runs `work`, bounded by `settle` under coordination; returns whether it did anything.
+    async fn bounded(&mut self, work: Work, changed_hands: bool) -> bool {
+        let settle = self.shared().coordination.as_ref().map(|c| c.settle());
         self.cut = false;
-        let work = self.work(work, changed_hands);
-        let used = match settle {
-            Some(settle) => match tokio::time::timeout(settle, work).await {
+        self.faulted = false;
+        let run = self.work(work, changed_hands);
+        match settle {
+            Some(settle) => match tokio::time::timeout(settle, run).await {
                 Ok(used) => used,
                 Err(_) => {
                     if let Some(active) = self.active.take() {
@@ -683,36 +860,149 @@ impl Worker {
                     true
                 }
             },
-            None => work.await,
-        };
-        // Acknowledged only once a checkpoint holds the message's effect (it did by now, or
-        // `cut` says it did not, and the message is handled again).
-        let ack = match journaled {
-            Some((id, attempt, inbound)) if self.cut => {
-                self.retry_or_ack(inbound, id, attempt).await;
-                None
-            }
-            Some((id, ..)) => Some(id),
-            None => None,
-        };
-        let ack = async {
-            match ack {
-                Some(id) => shared.store.inbox_ack(&id).await,
-                None => Ok(()),
-            }
-        };
-        let retain = self.waiting_for();
-        let release = async {
-            if let Some((coordination, turn)) = turn {
-                self.turn.set(None);
-                let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
-                coordination.release(turn, options.retain(retain)).await;
+            None => run.await,
+        }
+    }
+
+    /// The chat's journaled messages left unfinished by the incarnations a grant passed over
+    /// (dead ones, or any that released a message it could not finish), in journal order:
+    /// those before the turn's own message `own`, and those after it.
+    async fn left_over(&mut self, passed: &[String], own: Option<&str>) -> LeftOver {
+        /// The most messages taken over at once; the rest go to the periodic replay.
+        const LIMIT: usize = 100;
+        let shared = Arc::clone(self.shared());
+        let mut left = LeftOver::default();
+        let records = match shared.store.inbox_pending_for(self.key.as_str(), LIMIT).await {
+            Ok(records) => records,
+            Err(e) => {
+                self.report(e.into());
+                return left;
             }
         };
-        // The two are independent: the next holder may start while the ack is on the wire.
-        let (acked, ()) = tokio::join!(ack, release);
-        if let Err(e) = acked {
+        let (mut seen_own, mut blocked) = (false, false);
+        for record in records {
+            let takeable = record.owner == durable::RELEASED || passed.contains(&record.owner);
+            if Some(record.id.as_str()) == own {
+                seen_own = true;
+            } else if !takeable {
+                // Queued on a live replica (this one included) with its own ticket: what comes
+                // after it in the journal must wait for it.
+                blocked |= seen_own;
+            } else if blocked {
+                left.rest.push(record);
+            } else if seen_own {
+                left.after.push(record);
+            } else {
+                left.before.push(record);
+            }
+        }
+        left
+    }
+
+    /// Claims and handles `records` under the turn held now, acknowledging each. Returns
+    /// `true` when the turn was lost on the way: what is left is released again for the next
+    /// holder.
+    async fn take_over(&mut self, records: Vec<InboxRecord>, changed_hands: bool) -> bool {
+        let shared = Arc::clone(self.shared());
+        let mut changed_hands = changed_hands;
+        let mut records = records.into_iter();
+        while let Some(record) = records.next() {
+            if self.turn.check().is_err() {
+                // Lost: what is left is released for the next holder.
+                self.release_record(&record.id, &record.owner).await;
+                for record in records {
+                    self.release_record(&record.id, &record.owner).await;
+                }
+                return true;
+            }
+            match shared.store.inbox_claim(&record.id, &record.owner, &shared.owner).await {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    self.report(e.into());
+                    continue;
+                }
+            }
+            let inbound = match serde_json::from_str::<Inbound>(&record.payload) {
+                Ok(inbound) => inbound,
+                Err(e) => {
+                    let source = Error::corrupt(format!("journaled message {}", record.id), e);
+                    self.report(source.into());
+                    if let Err(e) = shared.store.inbox_ack(&record.id).await {
+                        self.report(e.into());
+                    }
+                    continue;
+                }
+            };
+            shared.events.emit(Event::Replayed {
+                key: self.key.clone(),
+                id: inbound.id.clone(),
+                from: record.owner.clone(),
+            });
+            self.turn.set_first_attempt(false);
+            self.bounded(Work::Message(inbound.clone()), changed_hands).await;
+            changed_hands = false;
+            if self.turn.check().is_err() || self.faulted {
+                self.hand_back(&record.id).await;
+                for record in records {
+                    self.release_record(&record.id, &record.owner).await;
+                }
+                return true;
+            }
+            if self.cut {
+                self.retry_or_ack(inbound, record.id, 0).await;
+            } else if let Err(e) = shared.store.inbox_ack(&record.id).await {
+                self.report(e.into());
+            }
+        }
+        false
+    }
+
+    /// Whether journaled message `id` is still pending and this replica's. A store error
+    /// counts as yes: handling a message twice beats losing it.
+    async fn still_ours(&mut self, id: &str) -> bool {
+        let shared = Arc::clone(self.shared());
+        match shared.store.inbox_get(id).await {
+            Ok(Some(r)) => r.state == InboxState::Pending && r.owner == shared.owner,
+            Ok(None) => false,
+            Err(e) => {
+                self.report(e.into());
+                true
+            }
+        }
+    }
+
+    /// Releases a journaled message this replica could not finish under a turn: the next
+    /// holder of the chat takes it over before its own (its grant names this replica), or,
+    /// if the chat stays quiet, the periodic replay does. While the store cannot be written,
+    /// this is retried in the background.
+    async fn hand_back(&mut self, id: &str) {
+        let owner = self.shared().owner.clone();
+        self.release_record(id, &owner).await;
+    }
+
+    /// Releases journaled message `id`, owned by `from`, for the chat's next holder (see
+    /// [`Worker::hand_back`]).
+    async fn release_record(&mut self, id: &str, from: &str) {
+        let shared = Arc::clone(self.shared());
+        if from == durable::RELEASED {
+            return;
+        }
+        let released = shared.store.inbox_claim(id, from, durable::RELEASED).await;
+        if let Err(e) = released {
             self.report(e.into());
+            let every =
+                shared.durability.as_ref().map_or(Duration::from_secs(1), |d| d.replay_every);
+            let (id, from) = (id.to_owned(), from.to_owned());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    match shared.store.inbox_claim(&id, &from, durable::RELEASED).await {
+                        Ok(_) => return,
+                        Err(e) => shared.events.error(None, e.into()),
+                    }
+                }
+            });
         }
     }
 
@@ -747,6 +1037,8 @@ impl Worker {
                 true
             }
             Work::Timer { serial, park, timer } => self.on_timer(serial, park, timer).await,
+            // Done before the job's own work, by `take_over`.
+            Work::TakeOver { .. } => false,
         }
     }
 
@@ -968,7 +1260,10 @@ impl Worker {
                 Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), Some(slot));
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
                 Ok(Ok(())) => {}
-                Ok(Err(source)) => self.report(BotError::Handler { key: self.key.clone(), source }),
+                Ok(Err(source)) => {
+                    self.faulted |= infrastructure(&source);
+                    self.report(BotError::Handler { key: self.key.clone(), source });
+                }
                 Err(panic) => self.report(BotError::Panic {
                     key: self.key.clone(),
                     message: panic_message(&*panic),
@@ -1052,6 +1347,8 @@ impl Worker {
             // The step had its first answer and went on: feed it that answer, and keep the
             // waking message for its next question.
             Some(answer) => match self.recorded_answer(answer).await {
+                // The waking message is the recorded answer itself, replayed: it is fed once.
+                Some(answer) if answer.id() == msg.id() => (Some(answer), None),
                 Some(answer) => (Some(answer), Some(msg.clone())),
                 None => (None, None),
             },
@@ -1136,6 +1433,7 @@ impl Worker {
                 {
                     // The transport went away under the step (a stop, a step-down): the user did
                     // nothing wrong, so the conversation stays where it was for whoever sends next.
+                    self.faulted = true;
                     self.report(e.into());
                     self.end(active, EndReason::Suspended).await;
                 }
@@ -1145,6 +1443,10 @@ impl Worker {
                     self.end(active, EndReason::LeaseLost).await;
                 }
                 Ok(Err(e)) => {
+                    self.faulted |= match &e {
+                        BotError::Handler { source, .. } => infrastructure(source),
+                        other => infrastructure_error(other),
+                    };
                     self.report(e);
                     self.end(active, EndReason::Failed).await;
                 }
@@ -1214,6 +1516,33 @@ impl Worker {
     fn report(&self, error: BotError) {
         self.shared().events.error(Some(&self.key), error);
     }
+}
+
+/// Whether a handler's error came from a backend or the transport rather than from the
+/// handler's own logic: a store or provider failure, an unavailable coordination backend.
+fn infrastructure(source: &botmesh_traits::BoxError) -> bool {
+    source.downcast_ref::<BotError>().is_some_and(infrastructure_error)
+        || source.downcast_ref::<Error>().is_some_and(|e| infrastructure_kind(e.kind()))
+}
+
+fn infrastructure_error(error: &BotError) -> bool {
+    match error {
+        BotError::Contract(e) => infrastructure_kind(e.kind()),
+        BotError::Handler { source, .. } => infrastructure(source),
+        _ => false,
+    }
+}
+
+fn infrastructure_kind(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::Store
+            | ErrorKind::Provider
+            | ErrorKind::CoordinationUnavailable
+            | ErrorKind::TransportClosed
+            | ErrorKind::ProviderNotLeader
+            | ErrorKind::RateLimited
+    )
 }
 
 /// Milliseconds since the Unix epoch.

@@ -1,15 +1,19 @@
 //! Durability: the inbox journal written on arrival, acknowledgements, and the replay of what
 //! a dead replica journaled and never handled.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use botmesh_traits::{Error, Inbound, InboxAppend, InboxRecord};
+use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState};
 use futures_util::future::join_all;
 
 use crate::bot::Shared;
 use crate::dispatcher::Dispatcher;
 use crate::{BotError, Event};
+
+/// The owner of a journaled message its replica released unfinished (it lost the chat's turn
+/// before it could handle it): the chat's next holder, or the periodic replay, takes it.
+pub(crate) const RELEASED: &str = "released";
 
 /// The journal's dedupe id of an inbound message: its provider and its id.
 pub(crate) fn journal_id(inbound: &Inbound) -> String {
@@ -20,8 +24,13 @@ pub(crate) fn journal_id(inbound: &Inbound) -> String {
 pub(crate) enum Journaled {
     /// Journaled now, under this id.
     New(String),
+    /// Already journaled and pending, and now this replica's: a sender's retry of a message
+    /// whose first delivery was refused or went to a replica that died.
+    Adopted(String),
     /// Already journaled (a retry of a message this or another replica has).
     Duplicate,
+    /// Already journaled and pending under a live replica, which may be handling it.
+    Elsewhere,
     /// The journal could not be written: the message is handled without it.
     Failed,
 }
@@ -42,27 +51,103 @@ pub(crate) async fn journal<'a>(
         let appended = shared.store.inbox_append(&record, durability.retain).await;
         (id, appended)
     });
-    join_all(appends)
-        .await
-        .into_iter()
-        .map(|(id, appended)| match appended {
+    let results = join_all(appends).await;
+    let mut out = Vec::with_capacity(results.len());
+    for (id, appended) in results {
+        out.push(match appended {
             Ok(InboxAppend::Appended) => Journaled::New(id),
+            Ok(InboxAppend::Duplicate { state: InboxState::Pending }) => adopt(shared, id).await,
             Ok(_) => Journaled::Duplicate,
             Err(e) => {
                 shared.events.error(None, e.into());
                 Journaled::Failed
             }
-        })
-        .collect()
+        });
+    }
+    out
 }
 
-/// Replays, every `replay_every`, the pending messages whose owner is dead: claims each and
-/// queues it on its chat here. Without a coordinator (one process), only the records left by
-/// an earlier process are taken, once at start.
+/// A delivery of a message the journal has pending already: the sender delivers it again
+/// because nobody acknowledged it. When the replica that journaled it refused it (its append
+/// timed out, then landed, and was released) or died, this one takes it over and handles it;
+/// a live owner keeps it.
+async fn adopt(shared: &Shared, id: String) -> Journaled {
+    let record = match shared.store.inbox_get(&id).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return Journaled::Duplicate,
+        Err(e) => {
+            shared.events.error(None, e.into());
+            return Journaled::Failed;
+        }
+    };
+    if record.state != InboxState::Pending {
+        return Journaled::Duplicate;
+    }
+    if record.owner == shared.owner {
+        return Journaled::Adopted(id);
+    }
+    if record.owner != RELEASED {
+        // Its owner may be handling it right now: only a dead owner's is taken.
+        let coordinator = shared.coordination.as_ref().and_then(|c| c.coordinator());
+        let dead = match coordinator {
+            Some(c) => match c.is_alive(&record.owner).await {
+                Ok(alive) => !alive,
+                Err(e) => {
+                    shared.events.error(None, e.into());
+                    return Journaled::Failed;
+                }
+            },
+            None => false,
+        };
+        if !dead {
+            return Journaled::Elsewhere;
+        }
+    }
+    match shared.store.inbox_claim(&id, &record.owner, &shared.owner).await {
+        Ok(true) => Journaled::Adopted(id),
+        Ok(false) => Journaled::Duplicate,
+        Err(e) => {
+            shared.events.error(None, e.into());
+            Journaled::Failed
+        }
+    }
+}
+
+/// Releases journaled message `id` if an append this replica gave up on landed after all,
+/// so that the sender's next delivery takes it over (see [`adopt`]). Checked a few times, as
+/// the append may sit in a frozen server's buffer for a while.
+pub(crate) fn release_if_landed(shared: &Arc<Shared>, id: String) {
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        for wait in [50, 200, 1000, 4000] {
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            match shared.store.inbox_get(&id).await {
+                Ok(Some(r)) if r.state == InboxState::Pending && r.owner == shared.owner => {
+                    match shared.store.inbox_claim(&id, &shared.owner, RELEASED).await {
+                        Ok(_) => return,
+                        Err(e) => shared.events.error(None, e.into()),
+                    }
+                }
+                // Taken by now (acknowledged, adopted): nothing to release.
+                Ok(Some(_)) => return,
+                Ok(None) | Err(_) => {}
+            }
+        }
+    });
+}
+
+/// Every `replay_every`, finds the pending messages whose owner is dead (or that a replica
+/// released unfinished) and queues a takeover of each such chat here: under the chat's turn,
+/// the worker claims and handles them in journal order. An owner must have been found dead on
+/// the pass before too: meanwhile the next holder of each of its chats takes them over
+/// anyway, and only chats nobody writes to are left to this loop. Without a coordinator (one
+/// process), the records left by an earlier process are claimed and queued again, once at
+/// start.
 pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
     const BATCH: usize = 100;
     let Some(durability) = shared.durability.clone() else { return };
     let coordinator = shared.coordination.as_ref().and_then(|c| c.coordinator());
+    let mut suspects: HashSet<String> = HashSet::new();
     loop {
         let pending = match shared.store.inbox_pending(BATCH).await {
             Ok(p) => p,
@@ -72,6 +157,9 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
             }
         };
         let mut alive: HashMap<String, bool> = HashMap::new();
+        let mut dead_now: HashSet<String> = HashSet::new();
+        // Under coordination, chats to take over under their turn, with the dead owners.
+        let mut chats: HashMap<String, Vec<String>> = HashMap::new();
         for record in pending.into_iter().filter(|r| r.owner != shared.owner) {
             let owner_alive = match (&coordinator, alive.get(&record.owner)) {
                 (_, Some(known)) => *known,
@@ -90,6 +178,17 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
             if owner_alive {
                 continue;
             }
+            if coordinator.is_some() {
+                dead_now.insert(record.owner.clone());
+                if suspects.contains(&record.owner) {
+                    let owners = chats.entry(record.key.clone()).or_default();
+                    if !owners.contains(&record.owner) {
+                        owners.push(record.owner.clone());
+                    }
+                }
+                continue;
+            }
+            // One process: the records an earlier process left, queued again at start.
             match shared.store.inbox_claim(&record.id, &record.owner, &shared.owner).await {
                 Ok(true) => {}
                 Ok(false) => continue,
@@ -116,9 +215,13 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
                 }
             }
         }
+        for (key, owners) in chats {
+            dispatcher.take_over(&ChatKey::from(key), owners);
+        }
         if coordinator.is_none() {
             return;
         }
+        suspects = dead_now;
         tokio::time::sleep(durability.replay_every).await;
     }
 }

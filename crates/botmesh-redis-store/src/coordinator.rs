@@ -91,14 +91,21 @@ impl Drop for WaiterGuard {
     }
 }
 
-/// A hand-over message: chat key, ticket, fence and previous holder, one per line.
+/// A hand-over message: chat key, ticket, fence, previous holder and the incarnations passed
+/// over, one per line.
 fn parse_handover(payload: &str) -> Option<TurnGrant> {
     let mut parts = payload.split('\n');
     let key = parts.next()?;
     let seq = parts.next()?.parse().ok()?;
     let fence = parts.next()?.parse().ok()?;
     let prev = parts.next().filter(|p| !p.is_empty()).map(str::to_owned);
-    Some(TurnGrant::new(key, seq, fence, prev))
+    let passed = passed_over(parts.next().unwrap_or_default());
+    Some(TurnGrant::new(key, seq, fence, prev).with_passed_over(passed))
+}
+
+/// The incarnations a grant passed over, from their comma-separated list.
+fn passed_over(list: &str) -> Vec<String> {
+    list.split(',').filter(|i| !i.is_empty()).map(str::to_owned).collect()
 }
 
 /// Subscribes to this incarnation's hand-over channel for as long as the coordinator lives,
@@ -202,12 +209,13 @@ struct Repair {
 }
 
 impl Repair {
-    /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev`
-    /// at the front of `rest`): it waits in the granted map for that ticket's waiter.
+    /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev,
+    /// passed over` at the front of `rest`): it waits in the granted map for that ticket's
+    /// waiter.
     fn adopt(&self, key: &str, rest: &[String]) {
-        if let [seq, fence, prev, ..] = rest
+        if let [seq, fence, prev, passed, ..] = rest
             && !seq.is_empty()
-            && let Ok(grant) = RedisCoordinator::grant(key, seq, fence, prev)
+            && let Ok(grant) = RedisCoordinator::grant(key, seq, fence, prev, passed)
         {
             lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
             self.waiters.wake(key);
@@ -354,12 +362,13 @@ impl RedisCoordinator {
         self.repair.adopt(key, rest);
     }
 
-    fn grant(key: &str, seq: &str, fence: &str, prev: &str) -> Result<TurnGrant> {
+    fn grant(key: &str, seq: &str, fence: &str, prev: &str, passed: &str) -> Result<TurnGrant> {
         let parse = |what: &str, s: &str| {
             s.parse::<u64>().map_err(|e| Error::corrupt(format!("{what} {s:?}"), e))
         };
         let previous = (!prev.is_empty()).then(|| prev.to_owned());
-        Ok(TurnGrant::new(key, parse("ticket", seq)?, parse("fence", fence)?, previous))
+        Ok(TurnGrant::new(key, parse("ticket", seq)?, parse("fence", fence)?, previous)
+            .with_passed_over(passed_over(passed)))
     }
 
     async fn try_turn(&self, ticket: &Ticket) -> Result<Option<TurnGrant>> {
@@ -378,8 +387,8 @@ impl RedisCoordinator {
             .await
             .map_err(|e| unavailable("waiting for a turn", e))?;
         match reply.as_slice() {
-            [status, fence, prev] if status == "granted" => {
-                Self::grant(&ticket.key, &ticket.seq.to_string(), fence, prev).map(Some)
+            [status, fence, prev, passed] if status == "granted" => {
+                Self::grant(&ticket.key, &ticket.seq.to_string(), fence, prev, passed).map(Some)
             }
             [status, rest @ ..] if status == "wait" => {
                 self.adopt(&ticket.key, rest);
@@ -413,6 +422,7 @@ impl RedisCoordinator {
             .arg(self.keys.wake_prefix())
             .arg(&grant.key)
             .arg(Keys::alive_prefix(&self.keys.shard(&grant.key)))
+            .arg(if options.hand_back { "1" } else { "0" })
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| unavailable("releasing a turn", e))?;
@@ -468,12 +478,14 @@ impl Coordinator for RedisCoordinator {
                 return Err(unavailable("taking a ticket", e));
             }
         };
-        if reply.len() != count + 3 {
+        if reply.len() != count + 4 {
             return Err(Error::corrupt("take_tickets reply", format!("{reply:?}")));
         }
         let (seqs, granted) = reply.split_at(count);
         let granted = match granted {
-            [seq, fence, prev] if !seq.is_empty() => Some(Self::grant(key, seq, fence, prev)?),
+            [seq, fence, prev, passed] if !seq.is_empty() => {
+                Some(Self::grant(key, seq, fence, prev, passed)?)
+            }
             _ => None,
         };
         let mut tickets = Vec::with_capacity(count);

@@ -35,6 +35,15 @@ local function member_of(q, seq, inc)
   end
   return nil
 end
+-- Notes in 'd' (comma-separated) an incarnation passed over: the next grant names it.
+local function passed(st, inc)
+  local d = redis.call('HGET', st, 'd')
+  if not d or d == '' then
+    redis.call('HSET', st, 'd', inc)
+  elseif not string.find(',' .. d .. ',', ',' .. inc .. ',', 1, true) then
+    redis.call('HSET', st, 'd', d .. ',' .. inc)
+  end
+end
 -- Clears the holder when its incarnation is dead.
 local function live_holder(st, prefix)
   local h = redis.call('HGET', st, 'h')
@@ -42,26 +51,33 @@ local function live_holder(st, prefix)
   local inc = string.match(h, '^([^|]*)|')
   if alive(prefix, inc) then return h end
   redis.call('HDEL', st, 'h')
+  passed(st, inc)
   return nil
 end
 -- The first ticket of a live incarnation; tickets of dead ones are dropped on the way.
-local function head(q, prefix)
+local function head(q, prefix, st)
   while true do
     local m = redis.call('ZRANGE', q, 0, 0)[1]
     if not m then return nil end
-    if alive(prefix, owner(m)) then return m end
+    local inc = owner(m)
+    if alive(prefix, inc) then return m end
     redis.call('ZREM', q, m)
+    passed(st, inc)
   end
 end
--- Gives the free turn to queued ticket `m`; returns {seq, incarnation, fence, previous}.
--- The previous holder is kept in 'p' ('' for none) to be restored if the turn goes unused.
+-- Gives the free turn to queued ticket `m`; returns {seq, incarnation, fence, previous,
+-- passed over}. The previous holder is kept in 'p' ('' for none) to be restored if the turn
+-- goes unused; the incarnations passed over move from 'd' to 'hd', where the holder can read
+-- them again.
 local function grant(st, q, m)
   local seq, inc, tid, replica = fields(m)
   redis.call('ZREM', q, m)
   local fence = s(counter(st, 'f'))
   local prev = redis.call('HGET', st, 'l') or ''
-  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence .. '|' .. tid, 'l', replica, 'p', prev)
-  return {seq, inc, fence, prev}
+  local over = redis.call('HGET', st, 'd') or ''
+  redis.call('HDEL', st, 'd')
+  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence .. '|' .. tid, 'l', replica, 'p', prev, 'hd', over)
+  return {seq, inc, fence, prev, over}
 end
 -- Puts the previous holder back after an unused turn.
 local function restore_previous(st)
@@ -73,21 +89,21 @@ end
 -- incarnation is answered in the reply instead. Returns the grant, if any.
 local function hand_over(st, q, prefix, wake, key, inc, free)
   if not free and live_holder(st, prefix) then return nil end
-  local m = head(q, prefix)
+  local m = head(q, prefix, st)
   if not m then return nil end
   local g = grant(st, q, m)
   if g[2] ~= inc then
-    redis.call('PUBLISH', wake .. g[2], key .. '\n' .. g[1] .. '\n' .. g[3] .. '\n' .. g[4])
+    redis.call('PUBLISH', wake .. g[2], key .. '\n' .. g[1] .. '\n' .. g[3] .. '\n' .. g[4] .. '\n' .. g[5])
     return nil
   end
   return g
 end
 -- After a turn was freed: hand it over, or let idle state expire. Returns a grant made to the
--- caller's own incarnation as `{seq, fence, prev}`, else `{}`.
+-- caller's own incarnation as `{seq, fence, prev, passed over}`, else `{}`.
 -- `free`: the caller just cleared the holder itself, so there is none to check.
 local function freed(st, q, prefix, wake, key, keep, inc, free)
   local g = hand_over(st, q, prefix, wake, key, inc, free)
-  if g then return {g[1], g[3], g[4]} end
+  if g then return {g[1], g[3], g[4], g[5]} end
   if redis.call('HEXISTS', st, 'h') == 0 and redis.call('ZCARD', q) == 0 then
     redis.call('PEXPIRE', st, keep)
   end
@@ -97,7 +113,8 @@ end
 
 /// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, lease ms, tid, wake prefix,
 /// chat key, count. Takes `count` tickets in order. Returns their numbers, then the turn when
-/// it went to one of this incarnation's tickets: `seq, fence, previous holder`, or three ''.
+/// it went to one of this incarnation's tickets: `seq, fence, previous holder, passed over`,
+/// or four ''.
 pub(crate) const TAKE_TICKETS: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, replica, prefix, lease, tid, wake, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
@@ -111,51 +128,55 @@ end
 redis.call('PERSIST', st)
 local g = hand_over(st, q, prefix, wake, key, inc)
 if g then
-  table.insert(out, g[1]); table.insert(out, g[3]); table.insert(out, g[4])
+  table.insert(out, g[1]); table.insert(out, g[3]); table.insert(out, g[4]); table.insert(out, g[5])
 else
-  table.insert(out, ''); table.insert(out, ''); table.insert(out, '')
+  table.insert(out, ''); table.insert(out, ''); table.insert(out, ''); table.insert(out, '')
 end
 return out
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, alive prefix, seq, wake prefix, chat key.
-/// Returns `{'granted', fence, prev}`, `{'gone'}`, or `{'wait'}` followed by a grant made to
-/// another ticket of this incarnation (`seq, fence, prev`), if any.
+/// Returns `{'granted', fence, prev, passed over}`, `{'gone'}`, or `{'wait'}` followed by a
+/// grant made to another ticket of this incarnation (`seq, fence, prev, passed over`), if any.
 pub(crate) const TRY_TURN: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, prefix, seq, wake, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
 if h and string.sub(h, 1, #mine) == mine then
-  return {'granted', string.match(h, '^[^|]*|[^|]*|([^|]*)'), redis.call('HGET', st, 'p') or ''}
+  local more = redis.call('HMGET', st, 'p', 'hd')
+  return {'granted', string.match(h, '^[^|]*|[^|]*|([^|]*)'), more[1] or '', more[2] or ''}
 end
 if not member_of(q, seq, inc) then return {'gone'} end
 local g = hand_over(st, q, prefix, wake, key, inc)
-if g and g[1] == seq then return {'granted', g[3], g[4]} end
-if g then return {'wait', g[1], g[3], g[4]} end
+if g and g[1] == seq then return {'granted', g[3], g[4], g[5]} end
+if g then return {'wait', g[1], g[3], g[4], g[5]} end
 return {'wait'}
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, seq, used (1/0), keep ms, wake prefix, chat key,
-/// alive prefix. Returns `{0}` when the turn was not ours, else `{1}` followed by a grant the
-/// turn went on to for another ticket of this incarnation (`seq, fence, prev`), if any.
+/// alive prefix, hand back (1/0). Returns `{0}` when the turn was not ours, else `{1}`
+/// followed by a grant the turn went on to for another ticket of this incarnation (`seq,
+/// fence, prev, passed over`), if any.
 pub(crate) const RELEASE: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, seq, used, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HMGET', st, 'h', 'p')
 if not h[1] or string.sub(h[1], 1, #mine) ~= mine then return {0} end
+if ARGV[8] == '1' then passed(st, inc) end
 if used == '0' then
   -- Put the previous holder back: this turn did nothing.
   if h[2] and h[2] ~= '' then redis.call('HSET', st, 'l', h[2]) else redis.call('HDEL', st, 'l') end
 end
-redis.call('HDEL', st, 'h')
+redis.call('HDEL', st, 'h', 'hd')
 local g = freed(st, q, prefix, wake, key, keep, inc, true)
-return {1, g[1], g[2], g[3]}
+return {1, g[1], g[2], g[3], g[4]}
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, seq, keep ms, wake prefix, chat key, alive prefix.
-/// Returns like [`RELEASE`].
+/// Withdraws a ticket (or gives its turn back unused), naming this incarnation in the next
+/// grant. Returns like [`RELEASE`].
 pub(crate) const CANCEL: &str = r#"
 local st, q = KEYS[1], KEYS[2]
 local inc, seq, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
@@ -163,12 +184,16 @@ local member = member_of(q, seq, inc)
 if member then redis.call('ZREM', q, member) end
 local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
-if h and string.sub(h, 1, #mine) == mine then
+local held = h and string.sub(h, 1, #mine) == mine
+if held then
   redis.call('HDEL', st, 'h')
   restore_previous(st)
 end
+-- A withdrawn ticket's message did not get its turn: the next holder takes it over, if it
+-- was journaled.
+if member or held then passed(st, inc) end
 local g = freed(st, q, prefix, wake, key, keep, inc, false)
-return {1, g[1], g[2], g[3]}
+return {1, g[1], g[2], g[3], g[4]}
 "#;
 
 /// KEYS: state, queue. ARGV: incarnation, tid, keep ms, wake prefix, chat key, alive prefix.
@@ -187,7 +212,7 @@ if h and string.sub(h, 1, #inc + 1) == inc .. '|' and string.sub(h, -(#tid + 1))
   restore_previous(st)
 end
 local g = freed(st, q, prefix, wake, key, keep, inc, false)
-return {1, g[1], g[2], g[3]}
+return {1, g[1], g[2], g[3], g[4]}
 "#;
 
 /// KEYS: leadership. ARGV: incarnation, replica, alive prefix, lease ms.

@@ -182,6 +182,8 @@ struct KeyState {
     holder: Option<Holder>,
     /// The replica that was granted the last turn; `None` for a new or re-created key.
     last_holder: Option<String>,
+    /// Incarnations passed over since the last grant, for the next one.
+    passed_over: Vec<String>,
     /// Set while the key is in the hub's idle list.
     idle_tick: Option<u64>,
     /// Woken whenever the holder goes or the head of the queue moves.
@@ -233,18 +235,26 @@ impl KeyState {
     /// Returns whether anything changed.
     fn tidy(&mut self, incarnations: &HashMap<Arc<str>, Incarnation>, now: Instant) -> bool {
         let mut changed = false;
-        if self.holder.as_ref().is_some_and(|h| !alive(incarnations, &h.incarnation, now)) {
-            self.holder = None;
+        if let Some(h) = self.holder.take_if(|h| !alive(incarnations, &h.incarnation, now)) {
+            self.pass_over(&h.incarnation);
             changed = true;
         }
         while let Some(entry) = self.queue.first_entry() {
             if alive(incarnations, entry.get(), now) {
                 break;
             }
-            entry.remove();
+            let dead = entry.remove();
+            self.pass_over(&dead);
             changed = true;
         }
         changed
+    }
+
+    /// Names `incarnation` in the next grant.
+    fn pass_over(&mut self, incarnation: &str) {
+        if !self.passed_over.iter().any(|i| i == incarnation) {
+            self.passed_over.push(incarnation.to_owned());
+        }
     }
 
     /// Whether ticket `seq` may take the turn now: nobody holds it and the ticket is first.
@@ -257,7 +267,8 @@ impl KeyState {
         *fence += 1;
         self.queue.remove(&seq);
         let previous = self.last_holder.replace(me.replica_id.clone());
-        let grant = TurnGrant::new(key, seq, *fence, previous);
+        let passed = std::mem::take(&mut self.passed_over);
+        let grant = TurnGrant::new(key, seq, *fence, previous).with_passed_over(passed);
         self.holder =
             Some(Holder { incarnation: Arc::clone(&me.incarnation), grant: grant.clone() });
         self.changed.notify_waiters();
@@ -377,7 +388,7 @@ impl HubState {
         &mut self,
         me: &Me,
         grant: &TurnGrant,
-        used: bool,
+        options: &ReleaseOptions,
         now: Instant,
     ) -> Result<bool> {
         self.enter(me, now, None)?;
@@ -386,7 +397,10 @@ impl HubState {
         let released = match self.keys.get_mut(key) {
             Some(k) if k.held_by(me, grant.seq) => {
                 k.holder = None;
-                if !used {
+                if options.hand_back {
+                    k.pass_over(&me.incarnation);
+                }
+                if !options.used {
                     // Nothing happened under this turn: the holder before it is still the
                     // last one that acted.
                     k.last_holder.clone_from(&grant.previous_holder);
@@ -407,9 +421,11 @@ impl HubState {
         if let Some(k) = self.keys.get_mut(key) {
             if k.queue.get(&ticket.seq).is_some_and(|o| *o == me.incarnation) {
                 k.queue.remove(&ticket.seq);
+                k.pass_over(&me.incarnation);
                 k.changed.notify_waiters();
             } else if k.held_by(me, ticket.seq) {
                 k.holder = None;
+                k.pass_over(&me.incarnation);
                 k.changed.notify_waiters();
             }
         }
@@ -578,12 +594,12 @@ impl Coordinator for MemoryCoordinator {
     }
 
     async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
-        self.hub.lock().release_turn(&self.me, grant, true, Instant::now())
+        self.hub.lock().release_turn(&self.me, grant, &ReleaseOptions::used(), Instant::now())
     }
 
     /// The hub keeps idle chats by recency (`max_idle_keys`), so `retain` is not needed here.
     async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
-        self.hub.lock().release_turn(&self.me, grant, options.used, Instant::now())
+        self.hub.lock().release_turn(&self.me, grant, options, Instant::now())
     }
 
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {

@@ -39,6 +39,11 @@ pub struct TurnGrant {
     /// The replica that held the previous turn, or `None` when unknown (a re-created chat):
     /// a different or unknown previous holder means in-memory state must be refreshed.
     pub previous_holder: Option<String>,
+    /// The incarnations passed over on the key since its previous grant: a holder or queued
+    /// tickets taken for dead, and holders that handed their work back
+    /// ([`ReleaseOptions::hand_back`]). Whatever they journaled for the chat and did not
+    /// finish comes before this grant's own message, so the new holder handles it first.
+    pub passed_over: Vec<String>,
 }
 
 impl TurnGrant {
@@ -49,7 +54,13 @@ impl TurnGrant {
         fence: u64,
         previous_holder: Option<String>,
     ) -> Self {
-        Self { key: key.into(), seq, fence, previous_holder }
+        Self { key: key.into(), seq, fence, previous_holder, passed_over: Vec::new() }
+    }
+
+    /// The same grant, naming the incarnations passed over before it.
+    pub fn with_passed_over(mut self, passed_over: Vec<String>) -> Self {
+        self.passed_over = passed_over;
+        self
     }
 }
 
@@ -66,22 +77,32 @@ pub struct ReleaseOptions {
     /// remembers the chat's last holder at least this long, so that the holder can tell later
     /// whether its copy is still current; without it, idle chat state may be dropped soon.
     pub retain: Option<Duration>,
+    /// The holder hands its unfinished work back: it lost the turn while handling a journaled
+    /// message (it stalled past its lease). The backend names it in the next grant's
+    /// [`TurnGrant::passed_over`], so the next holder takes that message first.
+    pub hand_back: bool,
 }
 
 impl ReleaseOptions {
     /// A used turn, with no conversation waiting.
     pub const fn used() -> Self {
-        Self { used: true, retain: None }
+        Self { used: true, retain: None, hand_back: false }
     }
 
     /// An unused turn.
     pub const fn unused() -> Self {
-        Self { used: false, retain: None }
+        Self { used: false, retain: None, hand_back: false }
     }
 
     /// Keeps the chat's state for `retain`.
     pub const fn retain(mut self, retain: Option<Duration>) -> Self {
         self.retain = retain;
+        self
+    }
+
+    /// Hands the holder's unfinished work back (see [`ReleaseOptions::hand_back`]).
+    pub const fn handing_back(mut self) -> Self {
+        self.hand_back = true;
         self
     }
 }

@@ -294,6 +294,11 @@ pub struct Outbound {
     pub content: OutboundContent,
     /// The message this one answers, when the platform can show it.
     pub reply_to: Option<MessageId>,
+    /// The same for every attempt at this one send, when the bot knows it (with durability,
+    /// the send's outbox key). A provider whose platform takes an idempotency key passes it
+    /// on, so that a send repeated after a crash is delivered once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl Outbound {
@@ -304,12 +309,18 @@ impl Outbound {
 
     /// A message with any content.
     pub fn new(chat: impl Into<ChatId>, content: OutboundContent) -> Self {
-        Self { chat: chat.into(), content, reply_to: None }
+        Self { chat: chat.into(), content, reply_to: None, idempotency_key: None }
     }
 
     /// Marks this message as an answer to `id`.
     pub fn reply_to(mut self, id: MessageId) -> Self {
         self.reply_to = Some(id);
+        self
+    }
+
+    /// Sets the idempotency key (see [`Outbound::idempotency_key`]).
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
         self
     }
 

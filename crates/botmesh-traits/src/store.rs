@@ -415,6 +415,19 @@ pub trait Store: Send + Sync + 'static {
         unsupported("inbox_pending")
     }
 
+    /// The pending records of chat `key`, oldest first, at most `limit`: what a new holder of
+    /// the chat's turn takes over from the incarnations its grant passed over.
+    ///
+    /// The default reads [`inbox_pending`](Store::inbox_pending) (at most 1,000 records) and
+    /// keeps the chat's; a store with a per-chat index answers it directly.
+    async fn inbox_pending_for(&self, key: &str, limit: usize) -> Result<Vec<InboxRecord>> {
+        const SCAN: usize = 1000;
+        let mut records = self.inbox_pending(SCAN.max(limit)).await?;
+        records.retain(|r| r.key == key);
+        records.truncate(limit);
+        Ok(records)
+    }
+
     /// Moves a pending message from `from` to `to`, if `from` still owns it.
     async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
         let _ = (id, from, to);
