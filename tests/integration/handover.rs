@@ -32,6 +32,9 @@ on_both_backends!(
     a_cut_step_s_journaled_answer_reaches_the_next_replica,
     a_webhook_retry_delivered_to_a_second_replica_is_processed_once,
     a_message_queued_on_a_killed_replica_is_handled_by_another_after_the_lease,
+    a_stalled_replica_s_message_is_taken_over_before_the_next_one,
+    a_delivery_another_live_replica_holds_is_refused_until_it_is_done,
+    a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over,
     a_re_run_step_s_send_reaches_the_user_once,
     an_answer_no_checkpoint_holds_is_released_and_handled_again,
     limit_without_durability_a_re_run_step_sends_again,
@@ -555,4 +558,66 @@ async fn limit_a_conversation_cut_before_its_first_wait_leaves_no_stub(backend: 
     b.provider.say("c", "printer");
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), ["echo printer"]);
+}
+
+async fn a_stalled_replica_s_message_is_taken_over_before_the_next_one(backend: &impl Backend) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, slow_echo("a", true)).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, slow_echo("b", false)).await;
+    say(&a, "m1", "slow");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    a.coordinator.set_stalled(true);
+    say(&b, "m2", "next");
+    b.provider.wait_sent(2).await;
+    assert_eq!(b.provider.texts_to("c"), ["b did slow", "b did next"], "m1 first, then m2");
+    assert!(a.provider.sent().is_empty(), "the stalled replica answered nothing");
+    b.provider.settled(&b.bot).await;
+    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "both acknowledged");
+}
+
+/// A webhook delivery of message `id`, as [`Bot::accept`] takes it.
+fn delivery(id: &str, text: &str) -> Inbound {
+    Inbound::text("test", MessageId::from(id), "c", text)
+}
+
+async fn a_delivery_another_live_replica_holds_is_refused_until_it_is_done(backend: &impl Backend) {
+    let work = |b: BotBuilder| {
+        durable(b).on_message(|ctx| async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            ctx.reply(format!("did {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        })
+    };
+    let a = replica(backend, "a", TestProvider::new(), |c| c, work).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, work).await;
+    assert!(a.bot.accept(delivery("w1", "pay")).await.unwrap(), "a takes it");
+    // The sender gave up waiting on a and delivers it to b, while a handles it.
+    assert!(b.bot.accept(delivery("w1", "pay")).await.is_err(), "b: deliver it again later");
+    a.provider.wait_sent(1).await;
+    a.provider.settled(&a.bot).await;
+    assert!(!b.bot.accept(delivery("w1", "pay")).await.unwrap(), "b: done, a duplicate");
+    b.provider.settled(&b.bot).await;
+    assert!(b.provider.sent().is_empty(), "handled once, on a");
+}
+
+async fn a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over(backend: &impl Backend) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, slow_echo("a", true)).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, slow_echo("b", false)).await;
+    assert!(a.bot.accept(delivery("w1", "slow")).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    a.coordinator.crash();
+    // The sender, without an answer from a, delivers it to b until b acknowledges it: once a
+    // is known dead (at once on the hub, after its lease on Redis), b takes it over.
+    let t0 = tokio::time::Instant::now();
+    loop {
+        if b.bot.accept(delivery("w1", "slow")).await.is_ok() {
+            break;
+        }
+        assert!(t0.elapsed() < LEASE * 5, "b never took it");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.provider.wait_sent(1).await;
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), ["b did slow"], "handled once, by b");
+    assert!(a.provider.sent().is_empty());
+    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "acknowledged");
 }

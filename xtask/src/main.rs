@@ -7,6 +7,10 @@
 //! - `tidy`: checks the architecture invariants of `docs/architecture.md` by machine.
 //! - `bench SUITE`: runs a benchmark suite in release mode; figures go to stdout and to
 //!   `target/bench/SUITE.json`.
+//! - `chaos [OPTIONS]`: the chaos harness (`chaos/`): replica processes on a private Redis,
+//!   webhook traffic, injected faults, and a checker of the history; the report goes to
+//!   `target/chaos/report.json`. `cargo xtask chaos --help` lists the options. `test` runs a
+//!   two-minute chaos run with every fault.
 //! - `ci`: fmt, clippy, test, docs and deny, as the GitHub workflow runs them.
 //! - `deny`: `cargo deny check`, installing cargo-deny when it is missing.
 
@@ -31,10 +35,13 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("bench") => bench(&rest),
+        Some("chaos") => chaos(&rest),
         Some("ci") => ci(),
         Some("deny") => deny(),
         _ => {
-            eprintln!("usage: cargo xtask <test [FILTER..] | tidy | bench SUITE | ci | deny>");
+            eprintln!(
+                "usage: cargo xtask <test [FILTER..] | tidy | bench SUITE | chaos [OPTIONS] | ci | deny>"
+            );
             bail!("unknown or missing command")
         }
     }
@@ -183,6 +190,15 @@ fn test(filters: &[&str]) -> Result<()> {
                 failed += 1;
             }
         }
+
+        // Every fault type, about two minutes, failing on any violation inside the guarantees.
+        match chaos(&["--duration", "100", "--fault-every", "5", "--chats", "20"]) {
+            Ok(()) => passed += 1,
+            Err(e) => {
+                eprintln!("chaos: {e:#}");
+                failed += 1;
+            }
+        }
     }
 
     for b in &broken {
@@ -240,11 +256,28 @@ fn shop_run(db: &Path, input: &str) -> Result<String> {
     Ok(stdout)
 }
 
+/// The target directory.
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
+}
+
+/// Builds the chaos harness and its replica binary, and runs it with `args`.
+fn chaos(args: &[&str]) -> Result<()> {
+    services::ensure_redis_binary()?;
+    run(cargo().args(["build", "--quiet", "--package", "botmesh-chaos", "--bins"]))?;
+    let binary =
+        target_dir().join("debug").join(format!("botmesh-chaos{}", env::consts::EXE_SUFFIX));
+    let out = target_dir().join("chaos");
+    let mut command = Command::new(binary);
+    if !args.contains(&"--out") {
+        command.arg("--out").arg(&out);
+    }
+    run(command.current_dir(root()).args(args))
+}
+
 fn bench(args: &[&str]) -> Result<()> {
     let Some(suite) = args.first() else { bail!("usage: cargo xtask bench SUITE") };
-    let target =
-        env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-    let out = target.join("bench").join(format!("{suite}.json"));
+    let out = target_dir().join("bench").join(format!("{suite}.json"));
     let mut command = cargo();
     if matches!(*suite, "redis" | "stores") {
         services::ensure_all()?;

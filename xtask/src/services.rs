@@ -65,6 +65,16 @@ pub(crate) fn ensure_all() -> Result<()> {
     Ok(())
 }
 
+/// Makes sure `redis-server` and `redis-cli` are installed, for tests that run their own.
+pub(crate) fn ensure_redis_binary() -> Result<()> {
+    for binary in ["redis-server", "redis-cli"] {
+        if find(binary).is_none() {
+            bail!("`{binary}` is not installed: apt-get install redis-server");
+        }
+    }
+    Ok(())
+}
+
 fn start(s: &Service, binary: &PathBuf) -> Result<()> {
     let status = match s.port {
         6379 => {
