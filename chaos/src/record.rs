@@ -154,21 +154,27 @@ pub enum Record {
 /// a process killed with SIGKILL leaves every record it finished writing, whole.
 #[derive(Debug)]
 pub struct History {
-    file: Mutex<File>,
+    file: Option<Mutex<File>>,
 }
 
 impl History {
     /// Opens (or creates) the history file at `path` for appending.
     pub fn open(path: &Path) -> std::io::Result<Self> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(Self { file: Mutex::new(file) })
+        Ok(Self { file: Some(Mutex::new(file)) })
+    }
+
+    /// A history that keeps nothing, for a replica run outside the harness.
+    pub fn discard() -> Self {
+        Self { file: None }
     }
 
     /// Appends a record.
     pub fn write(&self, record: &Record) {
+        let Some(file) = &self.file else { return };
         let Ok(mut line) = serde_json::to_vec(record) else { return };
         line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut file = file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Err(e) = file.write_all(&line) {
             tracing::error!(error = %e, "writing the history failed");
         }

@@ -10,6 +10,10 @@
 //! chaos-replica --id r1 --redis redis://127.0.0.1:PORT/ --port 8001 \
 //!     --platform http://127.0.0.1:8000 --history r1.jsonl --lease-ms 2000 --durability on
 //! ```
+//!
+//! `--id` defaults to the `HOSTNAME` variable (a container's name), `--history` to none,
+//! `--bind` to `127.0.0.1`, `--lease-ms` to 15000 and `--durability` to `on`; this is how
+//! `examples/compose` runs it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,9 +48,10 @@ const PREFIX: &str = "chaos";
 struct Args {
     id: String,
     redis: String,
+    bind: String,
     port: u16,
     platform: String,
-    history: PathBuf,
+    history: Option<PathBuf>,
     lease: Duration,
     durability: bool,
 }
@@ -60,14 +65,20 @@ fn args() -> Result<Args> {
         map.insert(name.to_owned(), value);
     }
     let get = |k: &str| map.get(k).cloned().with_context(|| format!("--{k} is required"));
+    let or = |k: &str, default: &str| map.get(k).cloned().unwrap_or_else(|| default.to_owned());
+    let id = match map.get("id") {
+        Some(id) => id.clone(),
+        None => std::env::var("HOSTNAME").context("--id is required without HOSTNAME")?,
+    };
     Ok(Args {
-        id: get("id")?,
+        id,
         redis: get("redis")?,
+        bind: or("bind", "127.0.0.1"),
         port: get("port")?.parse().context("--port")?,
         platform: get("platform")?,
-        history: get("history")?.into(),
-        lease: Duration::from_millis(get("lease-ms")?.parse().context("--lease-ms")?),
-        durability: match get("durability")?.as_str() {
+        history: map.get("history").map(PathBuf::from),
+        lease: Duration::from_millis(or("lease-ms", "15000").parse().context("--lease-ms")?),
+        durability: match or("durability", "on").as_str() {
             "on" => true,
             "off" => false,
             other => bail!("--durability is on or off, not {other}"),
@@ -492,7 +503,10 @@ async fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = args()?;
-    let history = Arc::new(History::open(&args.history).context("opening the history")?);
+    let history = Arc::new(match &args.history {
+        Some(path) => History::open(path).context("opening the history")?,
+        None => History::discard(),
+    });
     history.write(&Record::Started { replica: args.id.clone(), t: now_ns() });
     let log = Log { history: Arc::clone(&history), replica: args.id.clone() };
 
@@ -540,7 +554,7 @@ async fn main() -> Result<()> {
     bot.start().await.context("starting the bot")?;
 
     let app = Router::new().route("/webhook", post(webhook)).with_state(bot.clone());
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
+    let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port))
         .await
         .with_context(|| format!("binding port {}", args.port))?;
     let serve = axum::serve(listener, app).with_graceful_shutdown(async {

@@ -208,6 +208,8 @@ pub(crate) struct Dispatcher {
     idle: Notify,
     workers: AtomicUsize,
     workers_done: Notify,
+    /// How many times each journaled message failed on a backend or the transport here.
+    failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Dispatcher {
@@ -225,6 +227,7 @@ impl Dispatcher {
             idle: Notify::new(),
             workers: AtomicUsize::new(0),
             workers_done: Notify::new(),
+            failures: Mutex::default(),
         }
     }
 
@@ -766,18 +769,22 @@ impl Worker {
             }
             _ => false,
         };
-        let LeftOver { before, after, rest } =
-            if shared.durability.is_some() && (sweep || !passed.is_empty()) {
-                let own = journaled.as_ref().map(|(id, ..)| id.as_str());
-                self.left_over(&passed, own).await
-            } else {
-                LeftOver::default()
-            };
+        let left = if shared.durability.is_some() && (sweep || !passed.is_empty()) {
+            let own = journaled.as_ref().map(|(id, ..)| id.as_str());
+            self.left_over(&passed, own).await
+        } else {
+            Some(LeftOver::default())
+        };
+        // Unread (the store failed), what comes first is unknown: hand everything on.
+        let unread = left.is_none();
+        let LeftOver { before, after, rest } = left.unwrap_or_default();
         for record in &rest {
             self.release_record(&record.id, &record.owner).await;
         }
         let took_over = !before.is_empty();
-        let mut lost = self.take_over(before, changed_hands).await;
+        let mut lost = unread || self.take_over(before, changed_hands).await;
+        // Interrupted (the turn lost) rather than failed: the message is not to blame.
+        let mut interrupted = lost;
         let used = took_over;
         let used = if lost {
             used
@@ -785,29 +792,35 @@ impl Worker {
             let used = self.bounded(work, changed_hands && !took_over).await || used;
             // Lost mid-way (this replica stalled past its lease), or failed on a backend: what
             // it did may not have reached anyone. The next holder takes it over.
-            lost = turn.as_ref().is_some_and(|(_, t)| t.check().is_err())
-                || (self.faulted && journaled.is_some());
+            interrupted = turn.as_ref().is_some_and(|(_, t)| t.check().is_err());
+            lost = interrupted || (self.faulted && journaled.is_some());
             used
         };
         // Acknowledged only once a checkpoint holds the message's effect (it did by now, or
         // `cut` says it did not, and the message is handled again).
         let mut ack = match journaled {
-            Some((id, ..)) if lost => {
-                self.hand_back(&id).await;
+            Some((id, _, _, inbound)) if lost => {
+                self.give_back(&inbound, &id, !interrupted).await;
                 None
             }
             Some((id, attempt, _, inbound)) if self.cut => {
                 self.retry_or_ack(inbound, id, attempt).await;
                 None
             }
-            Some((id, ..)) => Some(id),
+            Some((id, ..)) => {
+                let mut failures = lock(&self.disp.failures);
+                if !failures.is_empty() {
+                    failures.remove(&id);
+                }
+                Some(id)
+            }
             None => None,
         };
         let mut used = used;
         if !after.is_empty() {
             if lost {
                 for record in &after {
-                    self.hand_back(&record.id).await;
+                    self.release_record(&record.id, &record.owner).await;
                 }
             } else {
                 if let Some(id) = ack.take()
@@ -866,8 +879,9 @@ impl Worker {
 
     /// The chat's journaled messages left unfinished by the incarnations a grant passed over
     /// (dead ones, or any that released a message it could not finish), in journal order:
-    /// those before the turn's own message `own`, and those after it.
-    async fn left_over(&mut self, passed: &[String], own: Option<&str>) -> LeftOver {
+    /// those before the turn's own message `own`, and those after it. `None` when the journal
+    /// could not be read.
+    async fn left_over(&mut self, passed: &[String], own: Option<&str>) -> Option<LeftOver> {
         /// The most messages taken over at once; the rest go to the periodic replay.
         const LIMIT: usize = 100;
         let shared = Arc::clone(self.shared());
@@ -876,7 +890,7 @@ impl Worker {
             Ok(records) => records,
             Err(e) => {
                 self.report(e.into());
-                return left;
+                return None;
             }
         };
         let (mut seen_own, mut blocked) = (false, false);
@@ -896,7 +910,7 @@ impl Worker {
                 left.before.push(record);
             }
         }
-        left
+        Some(left)
     }
 
     /// Claims and handles `records` under the turn held now, acknowledging each. Returns
@@ -942,8 +956,9 @@ impl Worker {
             self.turn.set_first_attempt(false);
             self.bounded(Work::Message(inbound.clone()), changed_hands).await;
             changed_hands = false;
-            if self.turn.check().is_err() || self.faulted {
-                self.hand_back(&record.id).await;
+            let stalled = self.turn.check().is_err();
+            if stalled || self.faulted {
+                self.give_back(&inbound, &record.id, !stalled).await;
                 for record in records {
                     self.release_record(&record.id, &record.owner).await;
                 }
@@ -979,6 +994,33 @@ impl Worker {
     async fn hand_back(&mut self, id: &str) {
         let owner = self.shared().owner.clone();
         self.release_record(id, &owner).await;
+    }
+
+    /// Gives back a journaled message this replica could not finish: handed back for the next
+    /// holder, unless its handling `failed` on a backend or the transport for the
+    /// `max_attempts`-th time here, which gives up on it (reported, acknowledged).
+    async fn give_back(&mut self, inbound: &Inbound, id: &str, failed: bool) {
+        let max = self.shared().durability.as_ref().map_or(1, |d| d.max_attempts);
+        let failures = if failed {
+            let mut failures = lock(&self.disp.failures);
+            let n = failures.entry(id.to_owned()).or_insert(0);
+            *n += 1;
+            *n
+        } else {
+            0
+        };
+        if failures < max {
+            return self.hand_back(id).await;
+        }
+        lock(&self.disp.failures).remove(id);
+        self.report(BotError::GaveUp {
+            key: self.key.clone(),
+            id: inbound.id.clone(),
+            attempts: max,
+        });
+        if let Err(e) = self.shared().store.inbox_ack(id).await {
+            self.report(e.into());
+        }
     }
 
     /// Releases journaled message `id`, owned by `from`, for the chat's next holder (see
@@ -1443,12 +1485,20 @@ impl Worker {
                     self.end(active, EndReason::LeaseLost).await;
                 }
                 Ok(Err(e)) => {
-                    self.faulted |= match &e {
+                    let backend = match &e {
                         BotError::Handler { source, .. } => infrastructure(source),
                         other => infrastructure_error(other),
                     };
                     self.report(e);
-                    self.end(active, EndReason::Failed).await;
+                    if backend {
+                        // A store or the transport failed under the step, not the step's own
+                        // logic: it stays where its checkpoint says, and with durability the
+                        // message is handed back to run it again.
+                        self.faulted = true;
+                        self.end(active, EndReason::Suspended).await;
+                    } else {
+                        self.end(active, EndReason::Failed).await;
+                    }
                 }
                 Err(panic) => {
                     self.report(BotError::Panic {

@@ -398,7 +398,11 @@ impl HubState {
             Some(k) if k.held_by(me, grant.seq) => {
                 k.holder = None;
                 if options.hand_back {
+                    // Whoever this turn was told about is passed on to the next grant too.
                     k.pass_over(&me.incarnation);
+                    for other in &grant.passed_over {
+                        k.pass_over(other);
+                    }
                 }
                 if !options.used {
                     // Nothing happened under this turn: the holder before it is still the
