@@ -86,7 +86,7 @@ fn args() -> Result<Args> {
     })
 }
 
-/// The webhook transport: messages arrive through [`accept`] on the HTTP endpoint, sends go to
+/// The webhook transport: messages arrive through `Bot::accept` on the HTTP endpoint, sends go to
 /// the platform API.
 struct Webhook {
     replica: String,
