@@ -508,6 +508,10 @@ mod tests {
         Acked { chat, seq, replica: replica.into(), t }
     }
 
+    fn fault(kind: FaultKind, replica: Option<&str>, t: u64, t_end: u64) -> Fault {
+        Fault { kind, replica: replica.map(Into::into), at_ms: 0, lasted_ms: 0, t, t_end }
+    }
+
     fn clean() -> Run {
         Run {
             acked: vec![acked(1, 0, "a", 0), acked(1, 1, "b", 5 * MS)],
@@ -559,14 +563,7 @@ mod tests {
         let mut run = clean();
         run.durability = false;
         run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.faults.push(Fault {
-            kind: FaultKind::Kill,
-            replica: Some("a".into()),
-            at_ms: 0,
-            lasted_ms: 0,
-            t: 41 * MS,
-            t_end: 42 * MS,
-        });
+        run.faults.push(fault(FaultKind::Kill, Some("a"), 41 * MS, 42 * MS));
         let report = run.check();
         assert_eq!((report.lost, report.lost_allowed), (0, 1));
         assert_eq!(report.accounted[0].fault, FaultKind::Kill);
@@ -589,14 +586,7 @@ mod tests {
     fn what_a_wipe_of_redis_breaks_is_counted_apart() {
         let mut run = clean();
         run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.faults.push(Fault {
-            kind: FaultKind::Restart,
-            replica: None,
-            at_ms: 0,
-            lasted_ms: 0,
-            t: 50 * MS,
-            t_end: 60 * MS,
-        });
+        run.faults.push(fault(FaultKind::Restart, None, 50 * MS, 60 * MS));
         let report = run.check();
         assert_eq!((report.lost, report.outside_guarantees.lost), (0, 1));
     }
@@ -607,14 +597,7 @@ mod tests {
         run.acked.push(acked(1, 2, "a", 40 * MS));
         run.history.push(handled(1, 2, "b", 3, 1500 * MS));
         run.sent.push(sent(1, 2, "b", 3, 1550 * MS));
-        run.faults.push(Fault {
-            kind: FaultKind::Kill,
-            replica: Some("a".into()),
-            at_ms: 0,
-            lasted_ms: 0,
-            t: 50 * MS,
-            t_end: 60 * MS,
-        });
+        run.faults.push(fault(FaultKind::Kill, Some("a"), 50 * MS, 60 * MS));
         assert_eq!(run.check().takeover_max_ms, 1500);
     }
 }

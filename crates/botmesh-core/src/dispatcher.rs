@@ -929,30 +929,7 @@ impl Worker {
                 }
                 return true;
             }
-            match shared.store.inbox_claim(&record.id, &record.owner, &shared.owner).await {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(e) => {
-                    self.report(e.into());
-                    continue;
-                }
-            }
-            let inbound = match serde_json::from_str::<Inbound>(&record.payload) {
-                Ok(inbound) => inbound,
-                Err(e) => {
-                    let source = Error::corrupt(format!("journaled message {}", record.id), e);
-                    self.report(source.into());
-                    if let Err(e) = shared.store.inbox_ack(&record.id).await {
-                        self.report(e.into());
-                    }
-                    continue;
-                }
-            };
-            shared.events.emit(Event::Replayed {
-                key: self.key.clone(),
-                id: inbound.id.clone(),
-                from: record.owner.clone(),
-            });
+            let Some(inbound) = durable::claim(&shared, &record).await else { continue };
             self.turn.set_first_attempt(false);
             self.bounded(Work::Message(inbound.clone()), changed_hands).await;
             changed_hands = false;

@@ -113,6 +113,38 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     }
 }
 
+/// Claims pending `record` from its owner for this replica and reads its message back,
+/// reporting it as replayed. `None` when another replica claimed it first, the claim failed
+/// (reported), or the payload is corrupt (reported and acknowledged, so nobody tries again).
+pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Option<Inbound> {
+    match shared.store.inbox_claim(&record.id, &record.owner, &shared.owner).await {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => {
+            shared.events.error(None, e.into());
+            return None;
+        }
+    }
+    match serde_json::from_str::<Inbound>(&record.payload) {
+        Ok(inbound) => {
+            shared.events.emit(Event::Replayed {
+                key: inbound.key(),
+                id: inbound.id.clone(),
+                from: record.owner.clone(),
+            });
+            Some(inbound)
+        }
+        Err(e) => {
+            let source = Error::corrupt(format!("journaled message {}", record.id), e);
+            shared.events.error(None, BotError::from(source));
+            if let Err(e) = shared.store.inbox_ack(&record.id).await {
+                shared.events.error(None, e.into());
+            }
+            None
+        }
+    }
+}
+
 /// Releases journaled message `id` if an append this replica gave up on landed after all,
 /// so that the sender's next delivery takes it over (see [`adopt`]). Checked a few times, as
 /// the append may sit in a frozen server's buffer for a while.
@@ -189,30 +221,8 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
                 continue;
             }
             // One process: the records an earlier process left, queued again at start.
-            match shared.store.inbox_claim(&record.id, &record.owner, &shared.owner).await {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(e) => {
-                    shared.events.error(None, e.into());
-                    continue;
-                }
-            }
-            match serde_json::from_str::<Inbound>(&record.payload) {
-                Ok(inbound) => {
-                    shared.events.emit(Event::Replayed {
-                        key: inbound.key(),
-                        id: inbound.id.clone(),
-                        from: record.owner.clone(),
-                    });
-                    dispatcher.requeue(inbound, record.id, 0);
-                }
-                Err(e) => {
-                    let source = Error::corrupt(format!("journaled message {}", record.id), e);
-                    shared.events.error(None, BotError::from(source));
-                    if let Err(e) = shared.store.inbox_ack(&record.id).await {
-                        shared.events.error(None, e.into());
-                    }
-                }
+            if let Some(inbound) = claim(&shared, &record).await {
+                dispatcher.requeue(inbound, record.id, 0);
             }
         }
         for (key, owners) in chats {
