@@ -42,6 +42,9 @@ pub struct Sent {
     pub replica: String,
     /// When the platform received it.
     pub t: u64,
+    /// The idempotency key it carried, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// The kinds of fault the harness injects.
@@ -370,7 +373,7 @@ impl Run {
         };
         for r in &self.history {
             match r {
-                Record::Grant { chat, replica, fence, t } => {
+                Record::Grant { chat, replica, fence, t, .. } => {
                     start(*chat, *fence, *t);
                     grants.entry((*chat, replica.as_str())).or_default().push((*t, *fence));
                 }
@@ -501,7 +504,7 @@ mod tests {
     }
 
     fn sent(chat: u32, seq: u32, replica: &str, fence: u64, t: u64) -> Sent {
-        Sent { chat, seq, kind: "echo".into(), fence, replica: replica.into(), t }
+        Sent { chat, seq, kind: "echo".into(), fence, replica: replica.into(), t, key: None }
     }
 
     fn acked(chat: u32, seq: u32, replica: &str, t: u64) -> Acked {
@@ -572,7 +575,13 @@ mod tests {
     #[test]
     fn a_checkpoint_written_after_a_higher_fence_started_is_stale() {
         let mut run = clean();
-        run.history.push(Record::Grant { chat: 1, replica: "a".into(), fence: 1, t: 0 });
+        run.history.push(Record::Grant {
+            chat: 1,
+            replica: "a".into(),
+            fence: 1,
+            passed: Vec::new(),
+            t: 0,
+        });
         run.history.push(Record::Checkpoint {
             chat: 1,
             replica: "a".into(),

@@ -195,9 +195,10 @@ async fn platform_send(
     Json(send): Json<PlatformSend>,
 ) -> StatusCode {
     let t = now_ns();
-    if let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if let Some(key) = &key {
         let mut tape = tape(&tape_);
-        if !tape.keys.insert(key.to_owned()) {
+        if !tape.keys.insert(key.clone()) {
             tape.deduplicated += 1;
             return StatusCode::OK;
         }
@@ -212,6 +213,7 @@ async fn platform_send(
                 fence: reply.fence,
                 replica: send.replica,
                 t,
+                key,
             });
             StatusCode::OK
         }

@@ -107,6 +107,24 @@ pub enum Record {
         replica: String,
         /// The turn's fence.
         fence: u64,
+        /// The incarnations the grant passed over (see `TurnGrant::passed_over`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        passed: Vec<String>,
+        /// When.
+        t: u64,
+    },
+    /// The replica gave the chat's turn with `fence` back.
+    Released {
+        /// The chat number.
+        chat: u32,
+        /// The replica id.
+        replica: String,
+        /// The turn's fence.
+        fence: u64,
+        /// Whether anything happened under the turn.
+        used: bool,
+        /// Whether the holder handed unfinished work back.
+        hand_back: bool,
         /// When.
         t: u64,
     },

@@ -307,6 +307,20 @@ impl Granted {
                 chat,
                 replica: self.replica.clone(),
                 fence: grant.fence,
+                passed: grant.passed_over.clone(),
+                t: now_ns(),
+            });
+        }
+    }
+
+    fn released(&self, grant: &TurnGrant, options: &ReleaseOptions) {
+        if let Some(chat) = grant.key.strip_prefix('c').and_then(|c| c.parse::<u32>().ok()) {
+            self.history.write(&Record::Released {
+                chat,
+                replica: self.replica.clone(),
+                fence: grant.fence,
+                used: options.used,
+                hand_back: options.hand_back,
                 t: now_ns(),
             });
         }
@@ -351,6 +365,7 @@ impl Coordinator for Granted {
         Ok(grant)
     }
     async fn release_turn(&self, grant: &TurnGrant) -> botmesh_core::traits::Result<bool> {
+        self.released(grant, &ReleaseOptions::used());
         self.inner.release_turn(grant).await
     }
     async fn release_turn_with(
@@ -358,6 +373,7 @@ impl Coordinator for Granted {
         grant: &TurnGrant,
         options: &ReleaseOptions,
     ) -> botmesh_core::traits::Result<bool> {
+        self.released(grant, options);
         self.inner.release_turn_with(grant, options).await
     }
     async fn cancel_ticket(&self, ticket: &Ticket) -> botmesh_core::traits::Result<()> {

@@ -415,7 +415,17 @@ impl ConvCtx {
         };
         let answer = match preset {
             Some(answer) => {
-                self.st().message = answer.clone();
+                let durable = self.inner.shared.durability.is_some();
+                let mut st = self.st();
+                st.message = answer.clone();
+                // Sends made for the recorded answer are keyed by it, as they were when the
+                // step first took it, not by the message that woke the step up again.
+                let input = durable.then(|| journal_id(&answer.inbound));
+                if input != st.input {
+                    st.input = input;
+                    st.send_seq = 0;
+                }
+                drop(st);
                 answer
             }
             None => {

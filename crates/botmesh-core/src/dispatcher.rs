@@ -188,9 +188,59 @@ struct LeftOver {
     before: Vec<InboxRecord>,
     /// Journaled after it, with nothing queued elsewhere in between: handled right after.
     after: Vec<InboxRecord>,
-    /// Journaled after a message still queued on a live replica: released for the holder
-    /// after that one.
+    /// Journaled after a message still queued on a live replica: released for a holder after
+    /// that one.
     rest: Vec<InboxRecord>,
+    /// The turn's own message is no longer this replica's to handle: another holder took it
+    /// over (it is acknowledged, or pending under that holder).
+    own_gone: bool,
+}
+
+/// Sorts the chat's pending journal `records` (in journal order) for a turn whose grant
+/// passed over the incarnations `passed`: what the turn takes before its own message `own`,
+/// after it, and what it leaves for a later holder. `me` is this replica's incarnation;
+/// `own_taken_back` says it just claimed `own` back from [`durable::RELEASED`]; `complete`
+/// that `records` holds every pending record of the chat.
+fn sort_left_over(
+    records: Vec<InboxRecord>,
+    passed: &[String],
+    own: Option<&str>,
+    me: &str,
+    own_taken_back: bool,
+    complete: bool,
+) -> LeftOver {
+    let mut left = LeftOver::default();
+    let listed = own.is_some_and(|own| records.iter().any(|r| r.id == own));
+    // Not pending any more: another holder handled it and acknowledged it. Its place in the
+    // journal is unknown, as a takeover's is.
+    left.own_gone = own.is_some() && !listed && complete;
+    let own = own.filter(|_| !left.own_gone);
+    let (mut seen_own, mut blocked) = (false, false);
+    for record in records {
+        let takeable = record.owner == durable::RELEASED || passed.contains(&record.owner);
+        if Some(record.id.as_str()) == own {
+            seen_own = true;
+            // Taken over by another holder, which may be handling it right now: what comes
+            // after it waits for that holder.
+            left.own_gone = record.owner != me && !own_taken_back;
+            blocked = left.own_gone;
+        } else if !takeable {
+            // Queued on a live replica (this one included) with its own ticket: what comes
+            // after it in the journal waits for it. One journaled before the turn's own
+            // message had its ticket before this turn's, and is done with it: handled and
+            // being acknowledged, or being released. A turn with no place in the journal (a
+            // takeover, or a message handled elsewhere meanwhile) cannot tell: any such
+            // message may still come after it.
+            blocked |= seen_own || own.is_none();
+        } else if blocked {
+            left.rest.push(record);
+        } else if seen_own {
+            left.after.push(record);
+        } else {
+            left.before.push(record);
+        }
+    }
+    left
 }
 
 /// A chat's registration: where its jobs go, and how many are not finished yet.
@@ -752,10 +802,16 @@ impl Worker {
             && !self.still_ours(id).await
         {
             // This replica stalled since the message was journaled, and the replica that
-            // took the chat over has taken the message too.
+            // took the chat over has taken the message too. What the grant passed over is
+            // passed on to the next holder, unread.
             let (coordination, t) = (Arc::clone(coordination), Arc::clone(t));
             self.turn.set(None);
-            coordination.release(t, ReleaseOptions::unused()).await;
+            let options = if t.passed_over().is_empty() {
+                ReleaseOptions::unused()
+            } else {
+                ReleaseOptions::unused().handing_back()
+            };
+            coordination.release(t, options).await;
             return;
         }
         let changed_hands = turn.as_ref().is_some_and(|(_, t)| t.changed_hands());
@@ -777,7 +833,15 @@ impl Worker {
         };
         // Unread (the store failed), what comes first is unknown: hand everything on.
         let unread = left.is_none();
-        let LeftOver { before, after, rest } = left.unwrap_or_default();
+        let LeftOver { before, after, rest, own_gone } = left.unwrap_or_default();
+        let journaled = match journaled {
+            Some((_, _, _, inbound)) if own_gone => {
+                // Another holder took this message over while it waited here for its turn.
+                shared.events.emit(Event::Duplicate { key: self.key.clone(), id: inbound.id });
+                None
+            }
+            journaled => journaled,
+        };
         for record in &rest {
             self.release_record(&record.id, &record.owner).await;
         }
@@ -789,7 +853,11 @@ impl Worker {
         let used = if lost {
             used
         } else {
-            let used = self.bounded(work, changed_hands && !took_over).await || used;
+            let used = if own_gone {
+                used
+            } else {
+                self.bounded(work, changed_hands && !took_over).await || used
+            };
             // Lost mid-way (this replica stalled past its lease), or failed on a backend: what
             // it did may not have reached anyone. The next holder takes it over.
             interrupted = turn.as_ref().is_some_and(|(_, t)| t.check().is_err());
@@ -823,20 +891,18 @@ impl Worker {
                     self.release_record(&record.id, &record.owner).await;
                 }
             } else {
-                if let Some(id) = ack.take()
-                    && let Err(e) = shared.store.inbox_ack(&id).await
-                {
-                    self.report(e.into());
+                if let Some(id) = ack.take() {
+                    durable::acknowledge(&shared, &self.key, &id).await;
                 }
                 lost = self.take_over(after, false).await;
                 used = true;
             }
         }
         let (retain, slot) = (self.waiting_for(), Arc::clone(&self.turn));
+        let key = self.key.clone();
         let ack = async {
-            match ack {
-                Some(id) => shared.store.inbox_ack(&id).await,
-                None => Ok(()),
+            if let Some(id) = ack {
+                durable::acknowledge(&shared, &key, &id).await;
             }
         };
         let release = async move {
@@ -849,10 +915,7 @@ impl Worker {
             }
         };
         // The two are independent: the next holder may start while the ack is on the wire.
-        let (acked, ()) = tokio::join!(ack, release);
-        if let Err(e) = acked {
-            self.report(e.into());
-        }
+        tokio::join!(ack, release);
     }
 
     /// Runs `work`, bounded by `settle` under coordination; returns whether it did anything.
@@ -885,7 +948,6 @@ impl Worker {
         /// The most messages taken over at once; the rest go to the periodic replay.
         const LIMIT: usize = 100;
         let shared = Arc::clone(self.shared());
-        let mut left = LeftOver::default();
         let records = match shared.store.inbox_pending_for(self.key.as_str(), LIMIT).await {
             Ok(records) => records,
             Err(e) => {
@@ -893,24 +955,21 @@ impl Worker {
                 return None;
             }
         };
-        let (mut seen_own, mut blocked) = (false, false);
-        for record in records {
-            let takeable = record.owner == durable::RELEASED || passed.contains(&record.owner);
-            if Some(record.id.as_str()) == own {
-                seen_own = true;
-            } else if !takeable {
-                // Queued on a live replica (this one included) with its own ticket: what comes
-                // after it in the journal must wait for it.
-                blocked |= seen_own;
-            } else if blocked {
-                left.rest.push(record);
-            } else if seen_own {
-                left.after.push(record);
-            } else {
-                left.before.push(record);
+        // A message of this replica's released while its job waited for the turn (this
+        // replica was passed over) is taken back, unless another holder claimed it first.
+        let own_record = own.and_then(|own| records.iter().find(|r| r.id == own));
+        let mut own_taken_back = false;
+        if let Some(record) = own_record.filter(|r| r.owner == durable::RELEASED) {
+            match shared.store.inbox_claim(&record.id, durable::RELEASED, &shared.owner).await {
+                Ok(claimed) => own_taken_back = claimed,
+                Err(e) => {
+                    self.report(e.into());
+                    return None;
+                }
             }
         }
-        Some(left)
+        let complete = records.len() < LIMIT;
+        Some(sort_left_over(records, passed, own, &shared.owner, own_taken_back, complete))
     }
 
     /// Claims and handles `records` under the turn held now, acknowledging each. Returns
@@ -943,8 +1002,8 @@ impl Worker {
             }
             if self.cut {
                 self.retry_or_ack(inbound, record.id, 0).await;
-            } else if let Err(e) = shared.store.inbox_ack(&record.id).await {
-                self.report(e.into());
+            } else {
+                durable::acknowledge(&shared, &self.key, &record.id).await;
             }
         }
         false
@@ -995,34 +1054,15 @@ impl Worker {
             id: inbound.id.clone(),
             attempts: max,
         });
-        if let Err(e) = self.shared().store.inbox_ack(id).await {
-            self.report(e.into());
-        }
+        let shared = Arc::clone(self.shared());
+        durable::acknowledge(&shared, &self.key, id).await;
     }
 
     /// Releases journaled message `id`, owned by `from`, for the chat's next holder (see
     /// [`Worker::hand_back`]).
     async fn release_record(&mut self, id: &str, from: &str) {
         let shared = Arc::clone(self.shared());
-        if from == durable::RELEASED {
-            return;
-        }
-        let released = shared.store.inbox_claim(id, from, durable::RELEASED).await;
-        if let Err(e) = released {
-            self.report(e.into());
-            let every =
-                shared.durability.as_ref().map_or(Duration::from_secs(1), |d| d.replay_every);
-            let (id, from) = (id.to_owned(), from.to_owned());
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    match shared.store.inbox_claim(&id, &from, durable::RELEASED).await {
-                        Ok(_) => return,
-                        Err(e) => shared.events.error(None, e.into()),
-                    }
-                }
-            });
-        }
+        durable::release(&shared, &self.key, id, from).await;
     }
 
     /// Queues a journaled message again, or, after its last attempt, acknowledges it and
@@ -1034,9 +1074,8 @@ impl Worker {
             return;
         }
         self.report(BotError::GaveUp { key: self.key.clone(), id: inbound.id, attempts: max });
-        if let Err(e) = self.shared().store.inbox_ack(&id).await {
-            self.report(e.into());
-        }
+        let shared = Arc::clone(self.shared());
+        durable::acknowledge(&shared, &self.key, &id).await;
     }
 
     /// How long the chat's in-memory conversation may still wait for an answer: its wait
@@ -1577,4 +1616,93 @@ pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pending record `id` owned by `owner`.
+    fn rec(id: &str, owner: &str) -> InboxRecord {
+        InboxRecord::pending(id, "c", "{}", owner)
+    }
+
+    fn ids(records: &[InboxRecord]) -> Vec<&str> {
+        records.iter().map(|r| r.id.as_str()).collect()
+    }
+
+    /// `(before, after, rest, own_gone)` for a journal of `records` sorted by replica `me`.
+    fn sort(
+        records: &[InboxRecord],
+        own: Option<&str>,
+        taken_back: bool,
+        complete: bool,
+    ) -> (Vec<String>, Vec<String>, Vec<String>, bool) {
+        let passed = ["dead".to_owned()];
+        let left = sort_left_over(records.to_vec(), &passed, own, "me", taken_back, complete);
+        let owned = |r: &[InboxRecord]| ids(r).into_iter().map(str::to_owned).collect();
+        (owned(&left.before), owned(&left.after), owned(&left.rest), left.own_gone)
+    }
+
+    const R: &str = durable::RELEASED;
+
+    #[test]
+    fn a_message_queued_elsewhere_before_the_own_one_is_done_and_blocks_nothing() {
+        let journal = [rec("q", "live"), rec("r1", R), rec("own", "me"), rec("r2", "dead")];
+        let (before, after, rest, gone) = sort(&journal, Some("own"), false, true);
+        assert_eq!(
+            (before, after, rest, gone),
+            (vec!["r1".into()], vec!["r2".into()], vec![], false)
+        );
+    }
+
+    #[test]
+    fn what_follows_a_message_queued_elsewhere_after_the_own_one_waits() {
+        let journal = [rec("own", "me"), rec("r1", R), rec("q", "live"), rec("r2", R)];
+        let (before, after, rest, gone) = sort(&journal, Some("own"), false, true);
+        assert_eq!(
+            (before, after, rest, gone),
+            (vec![], vec!["r1".into()], vec!["r2".into()], false)
+        );
+    }
+
+    #[test]
+    fn a_takeover_takes_nothing_past_a_message_still_queued_on_a_live_replica() {
+        let journal = [rec("r1", R), rec("d", "dead"), rec("q", "live"), rec("r2", R)];
+        let (before, after, rest, gone) = sort(&journal, None, false, true);
+        assert_eq!(before, ["r1", "d"]);
+        assert!(after.is_empty() && !gone);
+        assert_eq!(rest, ["r2"]);
+    }
+
+    #[test]
+    fn an_own_message_handled_elsewhere_meanwhile_is_gone_and_the_turn_sorts_as_a_takeover() {
+        let journal = [rec("r1", R), rec("q", "live"), rec("r2", R)];
+        let (before, after, rest, gone) = sort(&journal, Some("own"), false, true);
+        assert!(gone, "acknowledged by another holder");
+        assert_eq!((before, after, rest), (vec!["r1".into()], vec![], vec!["r2".into()]));
+        // Past the listing's limit, the own message is further on: all of these come first.
+        let (before, _, rest, gone) = sort(&journal, Some("own"), false, false);
+        assert!(!gone);
+        assert_eq!((before, rest), (vec!["r1".into(), "r2".into()], vec![]));
+    }
+
+    #[test]
+    fn an_own_message_another_holder_claimed_is_gone_and_what_follows_it_waits() {
+        let journal = [rec("r1", R), rec("own", "other"), rec("r2", R)];
+        let (before, after, rest, gone) = sort(&journal, Some("own"), false, true);
+        assert!(gone);
+        assert_eq!((before, after, rest), (vec!["r1".into()], vec![], vec!["r2".into()]));
+    }
+
+    #[test]
+    fn an_own_message_released_and_taken_back_is_handled_in_its_place() {
+        let journal = [rec("r1", R), rec("own", R), rec("r2", R)];
+        let (before, after, rest, gone) = sort(&journal, Some("own"), true, true);
+        assert!(!gone);
+        assert_eq!((before, after, rest), (vec!["r1".into()], vec!["r2".into()], vec![]));
+        let (_, _, rest, gone) = sort(&journal, Some("own"), false, true);
+        assert!(gone, "another holder claimed it first");
+        assert_eq!(rest, ["r2"]);
+    }
 }

@@ -2,7 +2,9 @@
 //! a dead replica journaled and never handled.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState};
 use futures_util::future::join_all;
@@ -145,6 +147,57 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Option<Inbou
     }
 }
 
+/// Acknowledges journaled message `id` of chat `key`: handled, or given up on. When the store
+/// cannot take it, the acknowledgement is reported and retried in the background until it
+/// lands: a message left pending under a live replica would stand in the journal in front of
+/// the chat's released messages, and be handled again once that replica is gone.
+pub(crate) async fn acknowledge(shared: &Arc<Shared>, key: &ChatKey, id: &str) {
+    if let Err(e) = shared.store.inbox_ack(id).await {
+        shared.events.error(Some(key), e.into());
+        let id = id.to_owned();
+        until_written(shared, move |shared| {
+            let id = id.clone();
+            async move { shared.store.inbox_ack(&id).await }
+        });
+    }
+}
+
+/// Releases journaled message `id`, owned by `from`, for the chat's next holder. When the
+/// store cannot take it, the release is reported and retried in the background until it lands.
+pub(crate) async fn release(shared: &Arc<Shared>, key: &ChatKey, id: &str, from: &str) {
+    if from == RELEASED {
+        return;
+    }
+    if let Err(e) = shared.store.inbox_claim(id, from, RELEASED).await {
+        shared.events.error(Some(key), e.into());
+        let (id, from) = (id.to_owned(), from.to_owned());
+        until_written(shared, move |shared| {
+            let (id, from) = (id.clone(), from.clone());
+            async move { shared.store.inbox_claim(&id, &from, RELEASED).await.map(drop) }
+        });
+    }
+}
+
+/// Runs `write` every `replay_every` in the background until the store takes it, reporting
+/// each failure.
+fn until_written<F, Fut>(shared: &Arc<Shared>, write: F)
+where
+    F: Fn(Arc<Shared>) -> Fut + Send + 'static,
+    Fut: Future<Output = botmesh_traits::Result<()>> + Send + 'static,
+{
+    let shared = Arc::clone(shared);
+    let every = shared.durability.as_ref().map_or(Duration::from_secs(1), |d| d.replay_every);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            match write(Arc::clone(&shared)).await {
+                Ok(()) => return,
+                Err(e) => shared.events.error(None, e.into()),
+            }
+        }
+    });
+}
+
 /// Releases journaled message `id` if an append this replica gave up on landed after all,
 /// so that the sender's next delivery takes it over (see [`adopt`]). Checked a few times, as
 /// the append may sit in a frozen server's buffer for a while.
@@ -152,7 +205,7 @@ pub(crate) fn release_if_landed(shared: &Arc<Shared>, id: String) {
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
         for wait in [50, 200, 1000, 4000] {
-            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            tokio::time::sleep(Duration::from_millis(wait)).await;
             match shared.store.inbox_get(&id).await {
                 Ok(Some(r)) if r.state == InboxState::Pending && r.owner == shared.owner => {
                     match shared.store.inbox_claim(&id, &shared.owner, RELEASED).await {
