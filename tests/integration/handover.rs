@@ -36,6 +36,7 @@ on_both_backends!(
     a_delivery_another_live_replica_holds_is_refused_until_it_is_done,
     a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over,
     a_re_run_step_s_send_reaches_the_user_once,
+    a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it,
     an_answer_no_checkpoint_holds_is_released_and_handled_again,
     limit_without_durability_a_re_run_step_sends_again,
     limit_later_answers_of_a_multi_question_step_are_not_forwarded,
@@ -433,6 +434,46 @@ async fn a_re_run_step_s_send_reaches_the_user_once(backend: &impl Backend) {
     b.provider.settled(&b.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["charged"]);
     assert_eq!(b.provider.texts_to("c"), ["done"], "\"charged\" went out once, from a");
+    assert!(b.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. })));
+}
+
+/// A persistent flow whose step asks, says what it got, works (for an hour on a slow replica),
+/// and ends.
+fn confirm(slow: bool) -> Flow {
+    Flow::new("confirm").trigger(Trigger::keyword("confirm")).persistent().do_step(
+        "ask",
+        move |c| async move {
+            let answer = c.ask("Sure?").await?;
+            c.send(format!("got {}", answer.body)).await?;
+            if slow {
+                c.sleep(Duration::from_secs(3600)).await;
+            }
+            c.send("done").await?;
+            Ok::<_, BotError>(Step::Next)
+        },
+    )
+}
+
+async fn a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it(
+    backend: &impl Backend,
+) {
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let a = replica(backend, "a", TestProvider::new(), settle, |b| durable(b).flow(confirm(true)));
+    let a = a.await;
+    let b = replica(backend, "b", TestProvider::new(), settle, |b| durable(b).flow(confirm(false)));
+    let b = b.await;
+    say(&a, "a1", "confirm");
+    a.provider.wait_sent(1).await;
+    say(&a, "a2", "yes");
+    a.provider.wait_sent(2).await;
+    // The step outlives `settle` on a: it is cut, its checkpoint holding the answer.
+    a.provider.settled(&a.bot).await;
+    // The user's next message wakes the step up on b, with the recorded answer.
+    say(&b, "b1", "next");
+    b.provider.wait_sent(1).await;
+    b.provider.settled(&b.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["Sure?", "got yes"]);
+    assert_eq!(b.provider.texts_to("c"), ["done"], "\"got yes\" went out once, from a");
     assert!(b.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. })));
 }
 

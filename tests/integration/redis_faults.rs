@@ -307,3 +307,52 @@ async fn accept_refuses_what_it_cannot_journal_and_takes_the_sender_s_retry() {
     assert_eq!(*handled.lock().unwrap(), ["hello"], "handled once");
     bot.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_acknowledgement_redis_did_not_take_is_retried_until_it_lands() {
+    // Kept on disk, so that what Redis held before the crash is there after it.
+    let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let server = Arc::new(Mutex::new(server.unwrap()));
+    let store: Arc<dyn Store> = {
+        let s = server.lock().unwrap();
+        Arc::new(RedisStore::connect(options(&s)).await.unwrap())
+    };
+    let coordinator = RedisCoordinator::connect(options(&server.lock().unwrap())).await.unwrap();
+    let coordination = CoordinationConfig::new(coordinator).lease(LEASE).build();
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (seen, crash) = (Arc::clone(&handled), Arc::clone(&server));
+    let bot = Bot::builder()
+        .provider(TestProvider::new())
+        .store(Arc::clone(&store))
+        .coordination(coordination)
+        .durability(Durability::new().replay_every(Duration::from_millis(200)))
+        .on_message(move |ctx| {
+            seen.lock().unwrap().push(ctx.body().to_owned());
+            // Redis goes down once the message is handled, before its acknowledgement.
+            crash.lock().unwrap().kill();
+            async { Ok::<_, BotError>(()) }
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    assert!(bot.accept(Inbound::text("webhook", "m1", "chat", "hello")).await.unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handled.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "never handled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The acknowledgement fails meanwhile; Redis comes back with the message still pending.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.lock().unwrap().restart().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match store.inbox_pending(10).await {
+            Ok(pending) if pending.is_empty() => break,
+            Ok(pending) => assert!(Instant::now() < deadline, "still pending: {pending:?}"),
+            Err(e) => assert!(Instant::now() < deadline, "Redis never came back: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(*handled.lock().unwrap(), ["hello"], "acknowledged, and handled once");
+    bot.stop().await.unwrap();
+}

@@ -191,13 +191,18 @@ fn test(filters: &[&str]) -> Result<()> {
             }
         }
 
-        // About two minutes of crashes, freezes and an emptied Redis, failing on any violation
-        // inside the guarantees. A frozen Redis and killed connections still reorder a flow's
-        // messages now and then (see docs/guide/replicas.md), so they are left out of the gate.
-        let faults = ["--faults", "kill,stop,restart"];
-        match chaos(
-            &[&["--duration", "100", "--fault-every", "5", "--chats", "20"][..], &faults].concat(),
-        ) {
+        // 100 seconds of every fault (replica kills and freezes, a frozen Redis, killed
+        // connections, Redis restarted empty), failing on any violation inside the guarantees.
+        match chaos(&[
+            "--duration",
+            "100",
+            "--fault-every",
+            "5",
+            "--chats",
+            "20",
+            "--faults",
+            "all",
+        ]) {
             Ok(()) => passed += 1,
             Err(e) => {
                 eprintln!("chaos: {e:#}");
