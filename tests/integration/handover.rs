@@ -623,7 +623,8 @@ fn delivery(id: &str, text: &str) -> Inbound {
 async fn a_delivery_another_live_replica_holds_is_refused_until_it_is_done(backend: &impl Backend) {
     let work = |b: BotBuilder| {
         durable(b).on_message(|ctx| async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // Long enough for the test's second delivery to come while a still handles it.
+            tokio::time::sleep(Duration::from_secs(2)).await;
             ctx.reply(format!("did {}", ctx.body())).await?;
             Ok::<_, BotError>(())
         })

@@ -313,11 +313,12 @@ async fn an_acknowledgement_redis_did_not_take_is_retried_until_it_lands() {
     // Kept on disk, so that what Redis held before the crash is there after it.
     let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let server = Arc::new(Mutex::new(server.unwrap()));
-    let store: Arc<dyn Store> = {
+    let (store_options, coordinator_options) = {
         let s = server.lock().unwrap();
-        Arc::new(RedisStore::connect(options(&s)).await.unwrap())
+        (options(&s), options(&s))
     };
-    let coordinator = RedisCoordinator::connect(options(&server.lock().unwrap())).await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(RedisStore::connect(store_options).await.unwrap());
+    let coordinator = RedisCoordinator::connect(coordinator_options).await.unwrap();
     let coordination = CoordinationConfig::new(coordinator).lease(LEASE).build();
     let handled: Arc<Mutex<Vec<String>>> = Arc::default();
     let (seen, crash) = (Arc::clone(&handled), Arc::clone(&server));

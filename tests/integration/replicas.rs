@@ -368,14 +368,28 @@ async fn a_step_running_past_settle_is_cut_short_keeping_its_checkpoint(backend:
     assert!(b.provider.texts_to("c").is_empty(), "b asked nothing: {:?}", b.provider.sent());
 }
 
+/// Waits until `r` reported standing by for its exclusive transport.
+async fn standing_by(r: &Replica) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !r
+        .rec
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "standby"))
+    {
+        assert!(Instant::now() < deadline, "never stood by");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes(
     backend: &impl Backend,
 ) {
     let exclusive = || TestProvider::with("wa", Capabilities::exclusive());
     let a = replica(backend, "a", exclusive(), |c| c, |b| b).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::timeout(Duration::from_secs(10), a.bot.ready()).await.expect("a leads");
     let b = replica(backend, "b", exclusive(), |c| c, |b| b).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    standing_by(&b).await;
     assert_eq!(
         (a.provider.starts(), b.provider.starts()),
         (1, 0),
@@ -415,9 +429,9 @@ async fn a_leader_whose_transport_stays_down_steps_down_for_a_standby(backend: &
         c.provider_down(Duration::from_secs(2)).step_down_pause(Duration::from_secs(1))
     };
     let a = replica(backend, "a", exclusive(), down, |b| b).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::timeout(Duration::from_secs(10), a.bot.ready()).await.expect("a leads");
     let b = replica(backend, "b", exclusive(), down, |b| b).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    standing_by(&b).await;
     let t0 = Instant::now();
     a.provider.close();
     tokio::time::timeout(Duration::from_secs(10), b.bot.ready()).await.expect("b takes over");
@@ -453,6 +467,6 @@ async fn shared_sessions_run_on_every_replica(backend: &impl Backend) {
         |b| b,
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::timeout(Duration::from_secs(10), forced.bot.ready()).await.expect("c leads");
     assert_eq!(forced.provider.starts(), 1, "the only campaigner for its provider id wins");
 }

@@ -170,8 +170,10 @@ async fn a_holder_frozen_past_its_lock_ttl_has_its_later_write_rejected_by_fence
     let a = store.acquire_lock_fenced("report", ttl).await.unwrap().unwrap();
     // a freezes past its ttl; b takes the lock and writes.
     tokio::time::sleep(ttl * 3).await;
+    // b's lock must outlive the rest of the test, however slow the machine.
+    let held = Duration::from_secs(60);
     let b =
-        store.acquire_lock_fenced("report", ttl).await.unwrap().expect("the expired lock is free");
+        store.acquire_lock_fenced("report", held).await.unwrap().expect("the expired lock is free");
     assert!(b.fence > a.fence);
     resource.write(b.fence, "from b").unwrap();
     // a wakes up and tries to finish its critical section.

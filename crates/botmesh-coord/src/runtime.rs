@@ -369,6 +369,10 @@ impl Coordination for Runtime {
         *lock(&self.state.given_up_at)
     }
 
+    fn stalled(&self) -> bool {
+        self.state.stalled()
+    }
+
     async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>, Error> {
         self.state.coordinator.take_tickets(key.as_str(), count).await
     }

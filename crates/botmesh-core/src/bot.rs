@@ -1,6 +1,6 @@
 //! The bot: its builder, its shared internals, and start/stop.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -57,6 +57,9 @@ pub(crate) struct Shared {
     pub(crate) durability: Option<Durability>,
     /// Who owns what this process journals: the coordinator's incarnation, else a fresh id.
     pub(crate) owner: String,
+    /// Journal ids of deliveries refused here whose append may still land (see
+    /// `durable::release_if_landed`); a later delivery this replica takes removes its id.
+    pub(crate) landing: Mutex<HashSet<String>>,
 }
 
 impl Shared {
@@ -423,8 +426,9 @@ impl BotBuilder {
             handover: self.handover,
             durability: self.durability,
             owner,
+            landing: Mutex::default(),
         });
-        let mut task_ids = std::collections::HashSet::new();
+        let mut task_ids = HashSet::new();
         for task in self.jobs.iter().filter_map(|j| j.task.as_ref()) {
             if !task_ids.insert(task.id.clone()) {
                 return Err(ConfigError::DuplicateName { name: task.id.clone() });
@@ -729,8 +733,8 @@ impl Bot {
     /// duplicate.
     ///
     /// On an error the message was not taken (the journal or the chat's queue could not be
-    /// written, or the bot is not running): answer with an error status so that the sender
-    /// delivers it again. Unlike [`Bot::dispatch`], a message acknowledged after `accept`
+    /// written, this replica's leases lapsed and are not renewed yet, or the bot is not
+    /// running): answer with an error status so that the sender delivers it again. Unlike [`Bot::dispatch`], a message acknowledged after `accept`
     /// survives this process dying when durability is on.
     pub async fn accept(&self, message: Inbound) -> Result<bool> {
         self.inner.dispatcher.accept(message).await.map(|a| a == Accepted::Queued)

@@ -102,6 +102,14 @@ pub trait Coordination: Send + Sync + 'static {
         None
     }
 
+    /// Whether this replica cannot vouch for its leases right now: its last renewal is too
+    /// old (it froze, or the backend does not answer), so its turns may already be another
+    /// replica's. It refuses new webhook deliveries meanwhile: the sender delivers them to
+    /// another replica, or again later.
+    fn stalled(&self) -> bool {
+        false
+    }
+
     /// Gives a turn back. `options.used` is `false` when nothing happened under it (a timer
     /// that found its conversation stale or gone); `options.retain` is how long a conversation
     /// of the chat stays waiting in this replica's memory. A release that fails on the wire is

@@ -26,7 +26,7 @@ use tracing::Instrument;
 
 use crate::bot::Shared;
 use crate::conv::{CHECKPOINT_VERSION, CheckpointDoc, Input, Link, Park, RecordedAnswer};
-use crate::coordination::{Coordination, TurnSlot};
+use crate::coordination::{Coordination, Turn, TurnSlot};
 use crate::durable::{self, Journaled};
 use crate::flow::Def;
 use crate::handover::{Fallback, FallbackReason, FlowHandover, HandoverInfo};
@@ -181,6 +181,21 @@ impl Job {
     }
 }
 
+/// A journaled message a job handles, as the journal has it.
+struct Recorded {
+    /// Its journal id.
+    id: String,
+    /// How many times it was queued again after its effect could not be stored.
+    attempt: u32,
+    /// Since when it is this replica's (journaled or taken over here).
+    since: Instant,
+    /// The message.
+    inbound: Inbound,
+}
+
+/// A chat's turn held under coordination, with the coordination that granted it.
+type Held = (Arc<dyn Coordination>, Arc<dyn Turn>);
+
 /// What a turn takes over (see [`Worker::left_over`]), in journal order.
 #[derive(Default)]
 struct LeftOver {
@@ -294,6 +309,12 @@ impl Dispatcher {
     /// durability) and holding its ticket (under coordination). On an error the message was
     /// not taken and its id is forgotten, so that the sender's next delivery is.
     pub(crate) async fn accept(self: &Arc<Self>, inbound: Inbound) -> Result<Accepted> {
+        if self.shared.coordination.as_ref().is_some_and(|c| c.stalled()) {
+            // Its turns may be another replica's already: nothing taken here is safe until a
+            // renewal lands. The sender delivers it to another replica, or again later.
+            let reason = "this replica's leases lapsed and are not renewed yet".to_owned();
+            return Err(Error::CoordinationUnavailable { reason, source: None }.into());
+        }
         let (tx, rx) = oneshot::channel();
         let (provider, id) = (inbound.provider.clone(), inbound.id.clone());
         let answer = match self.queue(inbound, Some(tx))? {
@@ -743,7 +764,7 @@ impl Worker {
         job.answer(Ok(()));
         self.turn.set_first_attempt(false);
         let Job { work, ticket, journal, .. } = job;
-        let journaled = match (journal, &work) {
+        let recorded = match (journal, &work) {
             (Journal::Duplicate, Work::Message(m)) => {
                 shared.events.emit(Event::Duplicate { key: self.key.clone(), id: m.id.clone() });
                 return;
@@ -753,65 +774,14 @@ impl Worker {
             // Kept to queue the message again if its effect cannot be stored.
             (Journal::Recorded { id, attempt, since, first }, Work::Message(m)) => {
                 self.turn.set_first_attempt(first);
-                Some((id, attempt, since, m.clone()))
+                Some(Recorded { id, attempt, since, inbound: m.clone() })
             }
             _ => None,
         };
-        let turn = match (ticket, &shared.coordination) {
-            (Some(ticket), Some(coordination)) => {
-                match async { coordination.acquire(ticket?).await }.await {
-                    Ok(turn) => Some((Arc::clone(coordination), turn)),
-                    Err(e) => {
-                        if let Some((id, ..)) = journaled {
-                            // Not the message's fault: no attempt is counted. The ticket was
-                            // withdrawn naming this replica, so the next holder takes it.
-                            self.hand_back(&id).await;
-                        }
-                        if let (Work::Timer { serial, .. }, Some(active)) =
-                            (&work, self.active.as_mut())
-                            && active.serial == *serial
-                        {
-                            // Try the timer again later instead of losing it.
-                            active.timer_queued = false;
-                            active.timer_retry_at = Instant::now() + TIMER_RETRY;
-                        }
-                        self.report(e.into());
-                        return;
-                    }
-                }
-            }
-            _ => None,
-        };
-        if let Some((_, turn)) = &turn {
-            self.turn.set(Some(Arc::clone(turn)));
-            if turn.changed_hands() {
-                // Another replica handled the chat since we last did: what we hold in memory
-                // is stale. The store has the current state.
-                if let Some(active) = self.active.take() {
-                    shared.events.emit(Event::Handover {
-                        key: self.key.clone(),
-                        name: active.name.clone(),
-                        outcome: HandoverOutcome::Dropped,
-                    });
-                    self.end(active, EndReason::LeaseLost).await;
-                }
-            }
-        }
-        if let (Some((id, _, since, _)), Some((coordination, t))) = (&journaled, &turn)
-            && coordination.given_up_at().is_some_and(|at| at > *since)
-            && !self.still_ours(id).await
+        let Ok(turn) = self.acquire(ticket, &work, recorded.as_ref()).await else { return };
+        if let (Some(recorded), Some(held)) = (&recorded, &turn)
+            && self.taken_while_stalled(recorded, held).await
         {
-            // This replica stalled since the message was journaled, and the replica that
-            // took the chat over has taken the message too. What the grant passed over is
-            // passed on to the next holder, unread.
-            let (coordination, t) = (Arc::clone(coordination), Arc::clone(t));
-            self.turn.set(None);
-            let options = if t.passed_over().is_empty() {
-                ReleaseOptions::unused()
-            } else {
-                ReleaseOptions::unused().handing_back()
-            };
-            coordination.release(t, options).await;
             return;
         }
         let changed_hands = turn.as_ref().is_some_and(|(_, t)| t.changed_hands());
@@ -826,65 +796,58 @@ impl Worker {
             _ => false,
         };
         let left = if shared.durability.is_some() && (sweep || !passed.is_empty()) {
-            let own = journaled.as_ref().map(|(id, ..)| id.as_str());
-            self.left_over(&passed, own).await
+            self.left_over(&passed, recorded.as_ref().map(|r| r.id.as_str())).await
         } else {
             Some(LeftOver::default())
         };
         // Unread (the store failed), what comes first is unknown: hand everything on.
         let unread = left.is_none();
         let LeftOver { before, after, rest, own_gone } = left.unwrap_or_default();
-        let journaled = match journaled {
-            Some((_, _, _, inbound)) if own_gone => {
+        let recorded = match recorded {
+            Some(recorded) if own_gone => {
                 // Another holder took this message over while it waited here for its turn.
-                shared.events.emit(Event::Duplicate { key: self.key.clone(), id: inbound.id });
+                let id = recorded.inbound.id;
+                shared.events.emit(Event::Duplicate { key: self.key.clone(), id });
                 None
             }
-            journaled => journaled,
+            recorded => recorded,
         };
         for record in &rest {
             self.release_record(&record.id, &record.owner).await;
         }
-        let took_over = !before.is_empty();
+        let mut used = !before.is_empty();
         let mut lost = unread || self.take_over(before, changed_hands).await;
         // Interrupted (the turn lost) rather than failed: the message is not to blame.
         let mut interrupted = lost;
-        let used = took_over;
-        let used = if lost {
-            used
-        } else {
-            let used = if own_gone {
-                used
-            } else {
-                self.bounded(work, changed_hands && !took_over).await || used
-            };
+        if !lost {
+            if !own_gone {
+                used |= self.bounded(work, changed_hands && !used).await;
+            }
             // Lost mid-way (this replica stalled past its lease), or failed on a backend: what
             // it did may not have reached anyone. The next holder takes it over.
             interrupted = turn.as_ref().is_some_and(|(_, t)| t.check().is_err());
-            lost = interrupted || (self.faulted && journaled.is_some());
-            used
-        };
+            lost = interrupted || (self.faulted && recorded.is_some());
+        }
         // Acknowledged only once a checkpoint holds the message's effect (it did by now, or
         // `cut` says it did not, and the message is handled again).
-        let mut ack = match journaled {
-            Some((id, _, _, inbound)) if lost => {
-                self.give_back(&inbound, &id, !interrupted).await;
+        let mut ack = match recorded {
+            Some(r) if lost => {
+                self.give_back(&r.inbound, &r.id, !interrupted).await;
                 None
             }
-            Some((id, attempt, _, inbound)) if self.cut => {
-                self.retry_or_ack(inbound, id, attempt).await;
+            Some(r) if self.cut => {
+                self.retry_or_ack(r.inbound, r.id, r.attempt).await;
                 None
             }
-            Some((id, ..)) => {
+            Some(r) => {
                 let mut failures = lock(&self.disp.failures);
                 if !failures.is_empty() {
-                    failures.remove(&id);
+                    failures.remove(&r.id);
                 }
-                Some(id)
+                Some(r.id)
             }
             None => None,
         };
-        let mut used = used;
         if !after.is_empty() {
             if lost {
                 for record in &after {
@@ -898,8 +861,90 @@ impl Worker {
                 used = true;
             }
         }
-        let (retain, slot) = (self.waiting_for(), Arc::clone(&self.turn));
-        let key = self.key.clone();
+        let hand_back = lost || !rest.is_empty();
+        self.finish(turn, ack, used, hand_back).await;
+    }
+
+    /// Waits for the job's turn under coordination (`Ok(None)` without it) and makes it the
+    /// chat's current one, dropping a conversation held in memory if another replica had the
+    /// chat since. `Err` when the turn could not be had: the job's message is handed back, a
+    /// timer is tried again later, and the error is reported.
+    async fn acquire(
+        &mut self,
+        ticket: Option<Result<Ticket, Error>>,
+        work: &Work,
+        recorded: Option<&Recorded>,
+    ) -> Result<Option<Held>, ()> {
+        let shared = Arc::clone(self.shared());
+        let (Some(ticket), Some(coordination)) = (ticket, &shared.coordination) else {
+            return Ok(None);
+        };
+        let turn = match async { coordination.acquire(ticket?).await }.await {
+            Ok(turn) => turn,
+            Err(e) => {
+                if let Some(recorded) = recorded {
+                    // Not the message's fault: no attempt is counted. The ticket was withdrawn
+                    // naming this replica, so the next holder takes it.
+                    self.hand_back(&recorded.id).await;
+                }
+                if let (Work::Timer { serial, .. }, Some(active)) = (work, self.active.as_mut())
+                    && active.serial == *serial
+                {
+                    // Try the timer again later instead of losing it.
+                    active.timer_queued = false;
+                    active.timer_retry_at = Instant::now() + TIMER_RETRY;
+                }
+                self.report(e.into());
+                return Err(());
+            }
+        };
+        self.turn.set(Some(Arc::clone(&turn)));
+        if turn.changed_hands() {
+            // Another replica handled the chat since we last did: what we hold in memory is
+            // stale. The store has the current state.
+            if let Some(active) = self.active.take() {
+                shared.events.emit(Event::Handover {
+                    key: self.key.clone(),
+                    name: active.name.clone(),
+                    outcome: HandoverOutcome::Dropped,
+                });
+                self.end(active, EndReason::LeaseLost).await;
+            }
+        }
+        Ok(Some((Arc::clone(coordination), turn)))
+    }
+
+    /// Whether this replica stalled since `recorded` was journaled and the replica that took
+    /// the chat over took the message too; if so, the turn `held` is given back unused, with
+    /// what its grant passed over passed on to the next holder, unread.
+    async fn taken_while_stalled(&mut self, recorded: &Recorded, held: &Held) -> bool {
+        let (coordination, turn) = held;
+        if coordination.given_up_at().is_none_or(|at| at <= recorded.since)
+            || self.still_ours(&recorded.id).await
+        {
+            return false;
+        }
+        self.turn.set(None);
+        let options = if turn.passed_over().is_empty() {
+            ReleaseOptions::unused()
+        } else {
+            ReleaseOptions::unused().handing_back()
+        };
+        coordination.release(Arc::clone(turn), options).await;
+        true
+    }
+
+    /// Acknowledges `ack` and gives the turn back (`used`, or `hand_back` what this turn could
+    /// not finish) at once: the next holder may start while the acknowledgement is on the wire.
+    async fn finish(
+        &mut self,
+        turn: Option<Held>,
+        ack: Option<String>,
+        used: bool,
+        hand_back: bool,
+    ) {
+        let shared = Arc::clone(self.shared());
+        let (retain, slot, key) = (self.waiting_for(), Arc::clone(&self.turn), self.key.clone());
         let ack = async {
             if let Some(id) = ack {
                 durable::acknowledge(&shared, &key, &id).await;
@@ -909,12 +954,10 @@ impl Worker {
             if let Some((coordination, turn)) = turn {
                 slot.set(None);
                 let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
-                let hand_back = lost || !rest.is_empty();
                 let options = if hand_back { options.handing_back() } else { options };
                 coordination.release(turn, options.retain(retain)).await;
             }
         };
-        // The two are independent: the next holder may start while the ack is on the wire.
         tokio::join!(ack, release);
     }
 
@@ -1009,11 +1052,21 @@ impl Worker {
         false
     }
 
-    /// Whether journaled message `id` is still pending and this replica's. A store error
-    /// counts as yes: handling a message twice beats losing it.
+    /// Whether journaled message `id` is still pending and this replica's, taking it back if
+    /// it was released meanwhile (an append this replica gave up on, found landed). A store
+    /// error counts as yes: handling a message twice beats losing it.
     async fn still_ours(&mut self, id: &str) -> bool {
         let shared = Arc::clone(self.shared());
         match shared.store.inbox_get(id).await {
+            Ok(Some(r)) if r.state == InboxState::Pending && r.owner == durable::RELEASED => {
+                match shared.store.inbox_claim(id, durable::RELEASED, &shared.owner).await {
+                    Ok(claimed) => claimed,
+                    Err(e) => {
+                        self.report(e.into());
+                        true
+                    }
+                }
+            }
             Ok(Some(r)) => r.state == InboxState::Pending && r.owner == shared.owner,
             Ok(None) => false,
             Err(e) => {

@@ -86,6 +86,8 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
         return Journaled::Duplicate;
     }
     if record.owner == shared.owner {
+        // An earlier delivery was refused here, but its append landed: this one takes it.
+        landing(shared).remove(&id);
         return Journaled::Adopted(id);
     }
     if record.owner != RELEASED {
@@ -203,22 +205,34 @@ where
 /// the append may sit in a frozen server's buffer for a while.
 pub(crate) fn release_if_landed(shared: &Arc<Shared>, id: String) {
     let shared = Arc::clone(shared);
+    landing(&shared).insert(id.clone());
     tokio::spawn(async move {
         for wait in [50, 200, 1000, 4000] {
             tokio::time::sleep(Duration::from_millis(wait)).await;
+            if !landing(&shared).contains(&id) {
+                // A later delivery of it was taken here, and is queued.
+                return;
+            }
             match shared.store.inbox_get(&id).await {
                 Ok(Some(r)) if r.state == InboxState::Pending && r.owner == shared.owner => {
                     match shared.store.inbox_claim(&id, &shared.owner, RELEASED).await {
-                        Ok(_) => return,
+                        Ok(_) => break,
                         Err(e) => shared.events.error(None, e.into()),
                     }
                 }
                 // Taken by now (acknowledged, adopted): nothing to release.
-                Ok(Some(_)) => return,
+                Ok(Some(_)) => break,
                 Ok(None) | Err(_) => {}
             }
         }
+        landing(&shared).remove(&id);
     });
+}
+
+/// The journal ids [`release_if_landed`] watches.
+fn landing(shared: &Shared) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    // Held for one set operation, without user code.
+    shared.landing.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Every `replay_every`, finds the pending messages whose owner is dead (or that a replica

@@ -87,12 +87,16 @@ impl<H: CoordinatorHarness> Suite<'_, H> {
         c
     }
 
-    /// A replica that heartbeats once for [`LEASE`]: it dies unless it heartbeats again.
+    /// A replica that will die: alive for now, it dies [`LEASE`] after [`last_heartbeat`].
+    /// (Alive for [`LONG`] until then, so that a loaded machine cannot let it die early.)
     async fn mortal(&self, id: &str) -> Arc<dyn Coordinator> {
-        let c = self.h.replica(&format!("{}-{id}", self.p)).await;
-        c.heartbeat(LEASE).await.unwrap();
-        c
+        self.live(id).await
     }
+}
+
+/// Heartbeats `c` for the last time: it dies [`LEASE`] from now.
+async fn last_heartbeat(c: &Arc<dyn Coordinator>) {
+    c.heartbeat(LEASE).await.unwrap();
 }
 
 fn spawn_wait(c: &Arc<dyn Coordinator>, t: &Ticket) -> JoinHandle<Result<TurnGrant>> {
@@ -295,6 +299,7 @@ async fn lease_expiry<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     assert!(a.is_alive(d.incarnation()).await.unwrap(), "a replica within its lease is alive");
     let wa = spawn_wait(&a, &ta);
     still_waiting(&wa, "a live holder keeps its turn").await;
+    last_heartbeat(&d).await;
     tokio::time::sleep(PAST_LEASE).await;
     assert!(!a.is_alive(d.incarnation()).await.unwrap(), "and dead past it");
     assert!(!a.is_alive("never-seen").await.unwrap(), "an unknown incarnation is not alive");
@@ -315,16 +320,19 @@ async fn lease_expiry<H: CoordinatorHarness>(s: &Suite<'_, H>) {
 
 /// A heartbeat renews every turn and leadership its replica holds.
 async fn heartbeat_renews<H: CoordinatorHarness>(s: &Suite<'_, H>) {
+    // Longer than the suite's lease: every gap between two heartbeats must stay under it.
+    const RENEWED: Duration = Duration::from_secs(2);
     let d = s.mortal("renewing").await;
+    d.heartbeat(RENEWED).await.unwrap();
     let a = s.live("a").await;
     let key = s.key("renew");
     let name = s.key("renew-lead");
     let gd = d.take_ticket(&key).await.unwrap().grant.unwrap();
-    let ld = d.try_lead(&name, LEASE).await.unwrap().unwrap();
+    let ld = d.try_lead(&name, RENEWED).await.unwrap().unwrap();
     // Renew every third of the lease, as the runtime does, for longer than one lease.
     for _ in 0..4 {
-        tokio::time::sleep(LEASE / 3).await;
-        d.heartbeat(LEASE).await.unwrap();
+        tokio::time::sleep(RENEWED / 3).await;
+        d.heartbeat(RENEWED).await.unwrap();
     }
     let ta = a.take_ticket(&key).await.unwrap();
     assert_eq!(ta.grant, None, "a heartbeat renews the turns its replica holds");
@@ -333,7 +341,7 @@ async fn heartbeat_renews<H: CoordinatorHarness>(s: &Suite<'_, H>) {
         None,
         "a heartbeat renews the leaderships its replica holds"
     );
-    assert_eq!(d.try_lead(&name, LEASE).await.unwrap(), Some(ld.clone()));
+    assert_eq!(d.try_lead(&name, RENEWED).await.unwrap(), Some(ld.clone()));
     assert!(d.release_turn(&gd).await.unwrap());
     assert!(d.resign(&ld).await.unwrap());
     let ga = a.wait_turn(&ta, GRANT_WITHIN).await.unwrap();
@@ -418,6 +426,7 @@ async fn leadership<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     let name = s.key("lead-dead");
     let ld = d.try_lead(&name, LEASE).await.unwrap().expect("a free leadership is granted");
     assert_eq!(a.try_lead(&name, LONG).await.unwrap(), None);
+    last_heartbeat(&d).await;
     tokio::time::sleep(PAST_LEASE).await;
     let la = a.try_lead(&name, LONG).await.unwrap().expect("a dead leader is replaced");
     assert!(la.fence > ld.fence);
@@ -448,6 +457,7 @@ async fn incarnations<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     let w2 = spawn_wait(&a2, &t2);
     still_waiting(&w2, "a cancel by another incarnation does not release the turn").await;
     // a1 dies; a2 is the replica restarted with its id.
+    last_heartbeat(&a1).await;
     tokio::time::sleep(PAST_LEASE).await;
     let g2 = granted(w2, "a restarted replica takes over once the old incarnation's lease ran out")
         .await;
