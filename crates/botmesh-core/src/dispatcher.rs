@@ -215,7 +215,8 @@ struct LeftOver {
 /// passed over the incarnations `passed`: what the turn takes before its own message `own`,
 /// after it, and what it leaves for a later holder. `me` is this replica's incarnation;
 /// `own_taken_back` says it just claimed `own` back from [`durable::RELEASED`]; `complete`
-/// that `records` holds every pending record of the chat.
+/// that an own message missing from `records` is no longer this replica's (rather than past
+/// the end of a listing that stopped short).
 fn sort_left_over(
     records: Vec<InboxRecord>,
     passed: &[String],
@@ -226,7 +227,7 @@ fn sort_left_over(
 ) -> LeftOver {
     let mut left = LeftOver::default();
     let listed = own.is_some_and(|own| records.iter().any(|r| r.id == own));
-    // Not pending any more: another holder handled it and acknowledged it. Its place in the
+    // Missing and no longer ours: another holder handled it, or has it. Its place in the
     // journal is unknown, as a takeover's is.
     left.own_gone = own.is_some() && !listed && complete;
     let own = own.filter(|_| !left.own_gone);
@@ -988,7 +989,8 @@ impl Worker {
     /// those before the turn's own message `own`, and those after it. `None` when the journal
     /// could not be read.
     async fn left_over(&mut self, passed: &[String], own: Option<&str>) -> Option<LeftOver> {
-        /// The most messages taken over at once; the rest go to the periodic replay.
+        /// The most messages taken over at once; the rest go to the periodic replay (or a
+        /// later holder).
         const LIMIT: usize = 100;
         let shared = Arc::clone(self.shared());
         let records = match shared.store.inbox_pending_for(self.key.as_str(), LIMIT).await {
@@ -998,11 +1000,24 @@ impl Worker {
                 return None;
             }
         };
-        // A message of this replica's released while its job waited for the turn (this
-        // replica was passed over) is taken back, unless another holder claimed it first.
-        let own_record = own.and_then(|own| records.iter().find(|r| r.id == own));
+        let listed = own.is_some_and(|own| records.iter().any(|r| r.id == own));
+        // The own message's record: from the listing, or read on its own when the listing does
+        // not show it (acknowledged meanwhile, or past the records the listing returned).
+        let own_record = match own {
+            Some(own) if listed => records.iter().find(|r| r.id == own).cloned(),
+            Some(own) => match shared.store.inbox_get(own).await {
+                Ok(record) => record.filter(|r| r.state == InboxState::Pending),
+                Err(e) => {
+                    self.report(e.into());
+                    return None;
+                }
+            },
+            None => None,
+        };
+        // Released while its job waited for the turn (this replica was passed over): the job
+        // takes it back, unless another holder claimed it first.
         let mut own_taken_back = false;
-        if let Some(record) = own_record.filter(|r| r.owner == durable::RELEASED) {
+        if let Some(record) = own_record.as_ref().filter(|r| r.owner == durable::RELEASED) {
             match shared.store.inbox_claim(&record.id, durable::RELEASED, &shared.owner).await {
                 Ok(claimed) => own_taken_back = claimed,
                 Err(e) => {
@@ -1011,7 +1026,10 @@ impl Worker {
                 }
             }
         }
-        let complete = records.len() < LIMIT;
+        // Pending and ours but not listed: the listing stopped short of it, so everything it
+        // shows comes first. Otherwise what it shows is all there is.
+        let ours = own_record.is_some_and(|r| r.owner == shared.owner || own_taken_back);
+        let complete = listed || !ours;
         Some(sort_left_over(records, passed, own, &shared.owner, own_taken_back, complete))
     }
 
