@@ -35,6 +35,7 @@ on_both_backends!(
     a_stalled_replica_s_message_is_taken_over_before_the_next_one,
     a_delivery_another_live_replica_holds_is_refused_until_it_is_done,
     a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over,
+    a_replica_whose_leases_lapsed_refuses_deliveries_until_it_renews,
     a_re_run_step_s_send_reaches_the_user_once,
     a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it,
     an_answer_no_checkpoint_holds_is_released_and_handled_again,
@@ -662,4 +663,22 @@ async fn a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over(backend:
     assert_eq!(b.provider.texts_to("c"), ["b did slow"], "handled once, by b");
     assert!(a.provider.sent().is_empty());
     assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "acknowledged");
+}
+
+async fn a_replica_whose_leases_lapsed_refuses_deliveries_until_it_renews(backend: &impl Backend) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, slow_echo("a", false)).await;
+    a.coordinator.set_stalled(true);
+    // Past the stall rule (two thirds of the lease without a renewal).
+    tokio::time::sleep(LEASE).await;
+    assert!(a.bot.accept(delivery("w1", "hi")).await.is_err(), "refused: deliver it elsewhere");
+    assert!(a.provider.sent().is_empty());
+    a.coordinator.set_stalled(false);
+    // Taken again once a renewal lands.
+    let t0 = tokio::time::Instant::now();
+    while a.bot.accept(delivery("w1", "hi")).await.is_err() {
+        assert!(t0.elapsed() < LEASE * 5, "never renewed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.provider.wait_sent(1).await;
+    assert_eq!(a.provider.texts_to("c"), ["a did hi"], "handled once, after the renewal");
 }
