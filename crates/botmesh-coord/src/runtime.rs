@@ -289,11 +289,13 @@ async fn step_down(state: &Arc<State>, host: &Arc<dyn Host>, lead: &Leadership, 
     if let Err(e) = host.stop_transport().await {
         tracing::warn!(target: "botmesh", error = %e, "stopping the transport failed");
     }
+    // Announced before the resignation lands, so whoever wins the lease next can
+    // only do so after this replica has said it follows.
+    state.emit(Event::Follower { name: lead.name.clone(), reason: reason.to_owned() });
     if let Err(e) = state.coordinator.resign(lead).await {
         tracing::warn!(target: "botmesh", error = %e, "resigning failed; retrying before campaigning again");
         *lock(&state.unresigned) = Some(lead.clone());
     }
-    state.emit(Event::Follower { name: lead.name.clone(), reason: reason.to_owned() });
 }
 
 #[async_trait]
@@ -339,10 +341,10 @@ impl Coordination for Runtime {
         state.stepped_down.store(true, Ordering::SeqCst);
         let lead = lock(&state.leading).take();
         if let Some(lead) = lead {
+            state.emit(Event::Follower { name: lead.name.clone(), reason: "stopping".to_owned() });
             if let Err(e) = state.coordinator.resign(&lead).await {
                 tracing::warn!(target: "botmesh", error = %e, "resigning failed; the lease will expire");
             }
-            state.emit(Event::Follower { name: lead.name, reason: "stopping".to_owned() });
         }
     }
 
@@ -354,10 +356,10 @@ impl Coordination for Runtime {
         }
         let lead = lock(&state.leading).take();
         if let Some(lead) = lead {
+            state.emit(Event::Follower { name: lead.name.clone(), reason: "stopping".to_owned() });
             if let Err(e) = state.coordinator.resign(&lead).await {
                 tracing::warn!(target: "botmesh", error = %e, "resigning failed; the lease will expire");
             }
-            state.emit(Event::Follower { name: lead.name, reason: "stopping".to_owned() });
         }
         let retry: Vec<(TurnGrant, ReleaseOptions)> = std::mem::take(&mut *lock(&state.unreleased));
         for (grant, options) in retry {
