@@ -22,6 +22,7 @@ on_both_backends!(
     different_chats_run_in_parallel_on_both_replicas,
     a_replica_crashing_with_the_turn_is_passed_over_after_the_lease,
     a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_proceeds,
+    heartbeats_that_fail_on_a_blip_are_retried_at_once_and_the_turn_is_kept,
     a_message_that_cannot_get_its_turn_fails_with_coordination_unavailable,
     a_persistent_flow_continues_on_the_other_replica_at_the_parked_step,
     a_refused_checkpoint_write_ends_the_conversation_as_superseded,
@@ -196,6 +197,35 @@ async fn a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_procee
             .iter()
             .any(|e| matches!(e, Event::LeaseLost { reason: LeaseLostReason::Stalled, .. }))
     );
+}
+
+async fn heartbeats_that_fail_on_a_blip_are_retried_at_once_and_the_turn_is_kept(
+    backend: &impl Backend,
+) {
+    let log: Log = Arc::default();
+    let a = replica(
+        backend,
+        "a",
+        TestProvider::new(),
+        |c| c.settle(Duration::from_secs(60)),
+        slow_echo("a", &log, LEASE * 2),
+    )
+    .await;
+    a.provider.say("c", "x");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Two renewals in a row fail. Waiting a whole period for the next one would leave the
+    // replica without a renewal for two thirds of its lease: stalled, its turn given up.
+    a.coordinator.fail_heartbeats(2);
+    tokio::time::timeout(LEASE * 10, a.provider.wait_sent(1))
+        .await
+        .expect("the reply was sent: the turn was not given up");
+    assert_eq!(a.provider.texts_to("c"), ["a did x"], "the turn outlived the failed renewals");
+    assert!(
+        !a.rec.events().iter().any(|e| matches!(e, Event::LeaseLost { .. })),
+        "no lease was given up: {:?}",
+        a.rec.events()
+    );
+    assert!(a.rec.errors().is_empty(), "{:?}", a.rec.errors());
 }
 
 async fn a_message_that_cannot_get_its_turn_fails_with_coordination_unavailable(

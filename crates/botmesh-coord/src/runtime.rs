@@ -166,11 +166,16 @@ impl Runtime {
     }
 }
 
-/// Renews the heartbeat every `lease / 3`, applies the stall rule, and retries failed releases.
+/// Renews the heartbeat every `lease / 3` (a failed renewal again within `lease / 24`), applies
+/// the stall rule, and retries failed releases.
 async fn heartbeat_loop(state: Arc<State>) {
     let period = state.lease / 3;
+    // A renewal that failed (a dropped connection, a slow reply) is tried again this soon,
+    // rather than a whole period later: a single blip must not cost every lease.
+    let retry = (period / 8).max(Duration::from_millis(10));
+    let mut wait = period;
     loop {
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(wait).await;
         if state.stopping.load(Ordering::SeqCst) {
             return;
         }
@@ -181,23 +186,37 @@ async fn heartbeat_loop(state: Arc<State>) {
             // now is suspect, held or about to be used.
             state.give_up(LeaseLostReason::Stalled);
         }
-        match tokio::time::timeout(period, state.coordinator.heartbeat(state.lease)).await {
-            Ok(Ok(())) => *lock(&state.renewed_at) = started,
-            Ok(Err(Error::LeaseLost { reason, .. })) => {
-                // Renewed, but only after our leases had run out in the backend.
-                state.give_up(reason);
-                *lock(&state.renewed_at) = started;
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(target: "botmesh", error = %e, "heartbeat failed");
-            }
-            Err(_) => tracing::warn!(target: "botmesh", "heartbeat timed out"),
+        let renewed =
+            match tokio::time::timeout(period, state.coordinator.heartbeat(state.lease)).await {
+                Ok(Ok(())) => true,
+                Ok(Err(Error::LeaseLost { reason, .. })) => {
+                    // Renewed, but only after our leases had run out in the backend.
+                    state.give_up(reason);
+                    true
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(target: "botmesh", error = %e, "heartbeat failed");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!(target: "botmesh", "heartbeat timed out");
+                    false
+                }
+            };
+        if renewed {
+            *lock(&state.renewed_at) = started;
         }
         if state.stalled() {
             state.give_up(LeaseLostReason::Stalled);
         }
-        let retry: Vec<(TurnGrant, ReleaseOptions)> = std::mem::take(&mut *lock(&state.unreleased));
-        for (grant, options) in retry {
+        if !renewed {
+            wait = retry;
+            continue;
+        }
+        wait = period;
+        let unreleased: Vec<(TurnGrant, ReleaseOptions)> =
+            std::mem::take(&mut *lock(&state.unreleased));
+        for (grant, options) in unreleased {
             if state.coordinator.release_turn_with(&grant, &options).await.is_err() {
                 lock(&state.unreleased).push((grant, options));
             }

@@ -1,7 +1,7 @@
 //! A coordinator wrapper that fails on command, for fault tests on any backend.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use botmesh_traits::{
@@ -15,17 +15,25 @@ use botmesh_traits::{
 ///   its turns and leaderships back after the lease and skips its queued tickets.
 /// - [`set_stalled`](Self::set_stalled): heartbeats fail while the rest still works, as when a
 ///   replica's renewals cannot get through.
+/// - [`fail_heartbeats`](Self::fail_heartbeats): the next few heartbeats fail, as on a dropped
+///   connection that reconnects at once.
 #[derive(Debug)]
 pub struct FaultyCoordinator<C: ?Sized = dyn Coordinator> {
     crashed: AtomicBool,
     stalled: AtomicBool,
+    failing_heartbeats: AtomicU32,
     inner: Arc<C>,
 }
 
 impl<C: Coordinator + ?Sized> FaultyCoordinator<C> {
     /// Wraps `inner`, healthy.
     pub fn new(inner: Arc<C>) -> Self {
-        Self { crashed: AtomicBool::new(false), stalled: AtomicBool::new(false), inner }
+        Self {
+            crashed: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+            failing_heartbeats: AtomicU32::new(0),
+            inner,
+        }
     }
 
     /// Kills the replica for good.
@@ -36,6 +44,11 @@ impl<C: Coordinator + ?Sized> FaultyCoordinator<C> {
     /// Blocks (or unblocks) heartbeats.
     pub fn set_stalled(&self, stalled: bool) {
         self.stalled.store(stalled, Ordering::SeqCst);
+    }
+
+    /// Makes the next `count` heartbeats fail, then lets them through again.
+    pub fn fail_heartbeats(&self, count: u32) {
+        self.failing_heartbeats.store(count, Ordering::SeqCst);
     }
 
     fn alive(&self) -> Result<()> {
@@ -99,6 +112,15 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
         if self.stalled.load(Ordering::SeqCst) {
             return Err(Error::CoordinationUnavailable {
                 reason: "heartbeats are blocked".to_owned(),
+                source: None,
+            });
+        }
+        let failing =
+            self.failing_heartbeats
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(Error::CoordinationUnavailable {
+                reason: "the connection dropped".to_owned(),
                 source: None,
             });
         }
