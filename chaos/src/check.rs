@@ -151,6 +151,9 @@ pub struct Accounted {
     pub replica: String,
     /// What happened to that replica after it acknowledged the message.
     pub fault: FaultKind,
+    /// How long after the acknowledgement the fault began (0 when the message arrived while
+    /// it lasted).
+    pub waited_ms: u64,
 }
 
 /// The checker's findings.
@@ -218,6 +221,38 @@ struct Span {
     last_effect: Option<u64>,
 }
 
+/// When each chat's messages were first answered, to tell whether a message was overtaken.
+struct Overtaken {
+    /// Per chat, (message number, first reply) by message number, with the earliest reply
+    /// among that message and every later one.
+    by_chat: HashMap<u32, Vec<(u32, u64)>>,
+}
+
+impl Overtaken {
+    fn new(first: &HashMap<(u32, u32), u64>) -> Self {
+        let mut by_chat: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
+        for (&(chat, seq), &t) in first {
+            by_chat.entry(chat).or_default().push((seq, t));
+        }
+        for replies in by_chat.values_mut() {
+            replies.sort_unstable();
+            let mut earliest = u64::MAX;
+            for reply in replies.iter_mut().rev() {
+                earliest = earliest.min(reply.1);
+                reply.1 = earliest;
+            }
+        }
+        Self { by_chat }
+    }
+
+    /// The first time a message of `chat` after `seq` was answered.
+    fn first_after(&self, chat: u32, seq: u32) -> Option<u64> {
+        let replies = self.by_chat.get(&chat)?;
+        let i = replies.partition_point(|&(s, _)| s <= seq);
+        replies.get(i).map(|&(_, t)| t)
+    }
+}
+
 impl Run {
     /// The restarts of Redis with no data, as (start, end of the window around it where the
     /// guarantees do not hold).
@@ -282,16 +317,34 @@ impl Run {
         report.messages_handled = handled.len() as u64;
         report.duplicate_handled = handled.values().filter(|&&n| n > 1).map(|n| n - 1).sum();
 
-        // Lost: acknowledged, never answered.
+        // Lost: acknowledged, never answered. A loss is put down to a fault only when the
+        // message was still waiting in line as the fault hit: no later message of its chat had
+        // been answered by then. One a later message overtook was lost with nothing to blame.
+        let overtaken = Overtaken::new(&first);
+        let lease = self.lease_ms * 1_000_000;
         for a in &self.acked {
             if first.contains_key(&(a.chat, a.seq)) {
                 continue;
             }
-            // Acknowledged before a restart of Redis with no data, or around one (the window
-            // every other check counts apart too).
-            let wiped = self.outside(a.t)
-                || self.faults.iter().any(|f| f.kind == FaultKind::Restart && f.t >= a.t);
-            if wiped {
+            let waiting_at = |t: u64| overtaken.first_after(a.chat, a.seq).is_none_or(|o| o > t);
+            // The first fault after the acknowledgement that could take the message with it:
+            // a restart of Redis with no data, or the death or freeze of the replica holding it.
+            let next = self
+                .faults
+                .iter()
+                .filter(|f| f.t >= a.t)
+                .filter(|f| match f.kind {
+                    FaultKind::Restart => true,
+                    FaultKind::Kill | FaultKind::Stop => {
+                        f.replica.as_deref() == Some(a.replica.as_str())
+                    }
+                    FaultKind::Pause | FaultKind::ClientKill => false,
+                })
+                .min_by_key(|f| f.t)
+                .filter(|f| waiting_at(f.t));
+            // Acknowledged around a restart of Redis with no data (the window every other
+            // check counts apart too), or waiting when one came.
+            if self.outside(a.t) || next.is_some_and(|f| f.kind == FaultKind::Restart) {
                 report.outside_guarantees.lost += 1;
                 continue;
             }
@@ -299,21 +352,18 @@ impl Run {
             // (or froze past its lease) before handling it, or when Redis failed around it (a
             // turn it could not get, a send refused after the replica stalled): both reported
             // as errors by the bot.
-            let lease = self.lease_ms * 1_000_000;
-            let died = (!self.durability)
+            let blamed = (!self.durability)
                 .then(|| {
-                    self.faults.iter().find(|f| match f.kind {
-                        FaultKind::Kill | FaultKind::Stop => {
-                            f.replica.as_deref() == Some(a.replica.as_str()) && f.t >= a.t
-                        }
-                        FaultKind::Pause | FaultKind::ClientKill => {
-                            f.t <= a.t + 2 * lease && a.t <= f.t_end + 2 * lease
-                        }
-                        FaultKind::Restart => false,
+                    next.or_else(|| {
+                        self.faults.iter().find(|f| {
+                            matches!(f.kind, FaultKind::Pause | FaultKind::ClientKill)
+                                && f.t <= a.t + 2 * lease
+                                && a.t <= f.t_end + 2 * lease
+                        })
                     })
                 })
                 .flatten();
-            match died {
+            match blamed {
                 Some(f) => {
                     report.lost_allowed += 1;
                     report.accounted.push(Accounted {
@@ -321,6 +371,7 @@ impl Run {
                         seq: a.seq,
                         replica: a.replica.clone(),
                         fault: f.kind,
+                        waited_ms: f.t.saturating_sub(a.t) / 1_000_000,
                     });
                 }
                 None => {
@@ -570,6 +621,31 @@ mod tests {
         let report = run.check();
         assert_eq!((report.lost, report.lost_allowed), (0, 1));
         assert_eq!(report.accounted[0].fault, FaultKind::Kill);
+    }
+
+    #[test]
+    fn without_durability_a_message_overtaken_before_its_replica_died_is_lost() {
+        let mut run = clean();
+        run.durability = false;
+        run.acked.push(acked(1, 2, "a", 40 * MS));
+        run.acked.push(acked(1, 3, "b", 45 * MS));
+        run.history.push(handled(1, 3, "b", 3, 46 * MS));
+        run.sent.push(sent(1, 3, "b", 3, 50 * MS));
+        run.faults.push(fault(FaultKind::Kill, Some("a"), 100 * MS, 101 * MS));
+        let report = run.check();
+        assert_eq!((report.lost, report.lost_allowed), (1, 0), "{report:?}");
+    }
+
+    #[test]
+    fn a_message_overtaken_before_a_restart_of_redis_is_lost_not_wiped() {
+        let mut run = clean();
+        run.acked.push(acked(1, 2, "a", 40 * MS));
+        run.acked.push(acked(1, 3, "b", 45 * MS));
+        run.history.push(handled(1, 3, "b", 3, 46 * MS));
+        run.sent.push(sent(1, 3, "b", 3, 50 * MS));
+        run.faults.push(fault(FaultKind::Restart, None, 5000 * MS, 5001 * MS));
+        let report = run.check();
+        assert_eq!((report.lost, report.outside_guarantees.lost), (1, 0), "{report:?}");
     }
 
     #[test]
