@@ -357,3 +357,92 @@ async fn an_acknowledgement_redis_did_not_take_is_retried_until_it_lands() {
     assert_eq!(*handled.lock().unwrap(), ["hello"], "acknowledged, and handled once");
     bot.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_read_or_idempotent_write_whose_connection_drops_under_it_is_sent_again() {
+    let server = RedisServer::start().unwrap();
+    let proxy = CuttingProxy::start(server.port()).await;
+    let store = RedisStore::new(&proxy.url(), "cut").await.unwrap();
+    store.set_user_data("u", "v").await.unwrap();
+    proxy.cut_next(1);
+    assert_eq!(store.get_user_data("u").await.unwrap().as_deref(), Some("v"));
+    proxy.cut_next(1);
+    store.set_user_data("u", "w").await.unwrap();
+    assert_eq!(proxy.cuts(), 2, "both commands met a dropped connection");
+    assert_eq!(store.get_user_data("u").await.unwrap().as_deref(), Some("w"));
+}
+
+/// A TCP proxy in front of Redis that, on demand, closes the connection the next command
+/// arrives on instead of forwarding it: the client sees its connection drop mid-request.
+struct CuttingProxy {
+    port: u16,
+    to_cut: Arc<std::sync::atomic::AtomicU32>,
+    cut: Arc<std::sync::atomic::AtomicU32>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CuttingProxy {
+    async fn start(upstream: u16) -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (to_cut, cut) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        let (to_cut2, cut2) = (Arc::clone(&to_cut), Arc::clone(&cut));
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    continue;
+                };
+                let (to_cut, cut) = (Arc::clone(&to_cut2), Arc::clone(&cut2));
+                tokio::spawn(async move {
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut server_read, mut server_write) = server.into_split();
+                    let back = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                    });
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = client_read.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let cutting = to_cut
+                            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| c.checked_sub(1))
+                            .is_ok();
+                        if cutting {
+                            cut.fetch_add(1, Ordering::SeqCst);
+                            break;
+                        }
+                        if server_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Dropping both halves closes the client's connection.
+                    back.abort();
+                });
+            }
+        });
+        Self { port, to_cut, cut, task }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Cuts the connections the next `count` commands arrive on.
+    fn cut_next(&self, count: u32) {
+        self.to_cut.store(count, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many connections were cut so far.
+    fn cuts(&self) -> u32 {
+        self.cut.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for CuttingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

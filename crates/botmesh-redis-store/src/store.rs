@@ -1,5 +1,6 @@
 //! [`RedisStore`]: every `Store` method on Redis.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +21,21 @@ use crate::{KeyLayout, RedisOptions};
 /// counter) is kept. Past it, the counter restarts from the server clock, above every value
 /// it handed out.
 const KEEP: Duration = Duration::from_secs(24 * 3600);
+
+/// Sends an idempotent command, and once more when the connection dropped under the first
+/// try (a killed connection, a failover): the connection manager reconnects on that error, and
+/// a command that may have run already does no harm running again. A timeout is not retried:
+/// the server may be stuck, and the caller's own bound applies.
+async fn idempotent<T, F, Fut>(mut send: F) -> redis::RedisResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = redis::RedisResult<T>>,
+{
+    match send().await {
+        Err(e) if e.is_connection_dropped() => send().await,
+        result => result,
+    }
+}
 
 pub(crate) struct StoreScripts {
     upsert_chat: Script,
@@ -149,29 +165,34 @@ impl Store for RedisStore {
     }
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
-        let key = self.keys.entity("chat", chat.id.as_str());
-        let () = self
-            .scripts
-            .upsert_chat
-            .key(key)
-            .arg(&chat.provider)
-            .arg(chat.last_seen_ms.max(chat.first_seen_ms))
-            .arg(chat.lang.as_deref().unwrap_or(""))
-            .invoke_async::<i64>(&mut self.conn())
-            .await
-            .map(drop)
-            .map_err(|e| Error::store("upsert_chat", e))?;
-        Ok(())
+        // Sets the fields and keeps the latest `last`: the same call twice is one call.
+        let key = &self.keys.entity("chat", chat.id.as_str());
+        idempotent(|| async move {
+            self.scripts
+                .upsert_chat
+                .key(key)
+                .arg(&chat.provider)
+                .arg(chat.last_seen_ms.max(chat.first_seen_ms))
+                .arg(chat.lang.as_deref().unwrap_or(""))
+                .invoke_async::<i64>(&mut self.conn())
+                .await
+        })
+        .await
+        .map(drop)
+        .map_err(|e| Error::store("upsert_chat", e))
     }
 
     async fn get_chat(&self, id: &ChatId) -> Result<Option<ChatRecord>> {
-        let key = self.keys.entity("chat", id.as_str());
-        let fields: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(key)
-            .arg(&["provider", "first", "last", "lang"])
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("get_chat", e))?;
+        let key = &self.keys.entity("chat", id.as_str());
+        let fields: Vec<Option<String>> = idempotent(|| async move {
+            redis::cmd("HMGET")
+                .arg(key)
+                .arg(&["provider", "first", "last", "lang"])
+                .query_async(&mut self.conn())
+                .await
+        })
+        .await
+        .map_err(|e| Error::store("get_chat", e))?;
         let [Some(provider), Some(first), Some(last), lang] =
             <[Option<String>; 4]>::try_from(fields)
                 .map_err(|_| Error::corrupt("chat record", "wrong field count"))?
@@ -185,26 +206,26 @@ impl Store for RedisStore {
     }
 
     async fn get_user_data(&self, key: &str) -> Result<Option<String>> {
-        self.conn()
-            .get(self.keys.entity("user", key))
+        let key = &self.keys.entity("user", key);
+        idempotent(|| async move { self.conn().get(key).await })
             .await
             .map_err(|e| Error::store("get_user_data", e))
     }
 
     async fn set_user_data(&self, key: &str, data: &str) -> Result<()> {
-        self.conn()
-            .set::<_, _, ()>(self.keys.entity("user", key), data)
+        let key = &self.keys.entity("user", key);
+        idempotent(|| async move { self.conn().set::<_, _, ()>(key, data).await })
             .await
             .map_err(|e| Error::store("set_user_data", e))
     }
 
     async fn get_checkpoint(&self, key: &str) -> Result<Option<CheckpointRecord>> {
-        let (data, rev): (Option<String>, Option<String>) = redis::cmd("HMGET")
-            .arg(self.keys.entity("cp", key))
-            .arg(&["d", "r"])
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("get_checkpoint", e))?;
+        let key = &self.keys.entity("cp", key);
+        let (data, rev): (Option<String>, Option<String>) = idempotent(|| async move {
+            redis::cmd("HMGET").arg(key).arg(&["d", "r"]).query_async(&mut self.conn()).await
+        })
+        .await
+        .map_err(|e| Error::store("get_checkpoint", e))?;
         match (data, rev) {
             (Some(data), Some(rev)) => {
                 Ok(Some(CheckpointRecord::new(data, parse_u64("revision", &rev)?)))
@@ -355,12 +376,16 @@ impl Store for RedisStore {
     }
 
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
-        let fields: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(self.keys.inbox(&format!("r:{id}")))
-            .arg(&["k", "p", "o", "s"])
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("inbox_get", e))?;
+        let record = &self.keys.inbox(&format!("r:{id}"));
+        let fields: Vec<Option<String>> = idempotent(|| async move {
+            redis::cmd("HMGET")
+                .arg(record)
+                .arg(&["k", "p", "o", "s"])
+                .query_async(&mut self.conn())
+                .await
+        })
+        .await
+        .map_err(|e| Error::store("inbox_get", e))?;
         let [Some(key), Some(payload), Some(owner), Some(state)] =
             <[Option<String>; 4]>::try_from(fields).map_err(|_| {
                 Error::corrupt(
@@ -379,15 +404,18 @@ impl Store for RedisStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let flat: Vec<String> = self
-            .scripts
-            .inbox_pending
-            .key(self.keys.inbox("pending"))
-            .arg(limit)
-            .arg(self.keys.inbox("r:"))
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("inbox_pending", e))?;
+        let (pending, records) = (&self.keys.inbox("pending"), &self.keys.inbox("r:"));
+        let flat: Vec<String> = idempotent(|| async move {
+            self.scripts
+                .inbox_pending
+                .key(pending)
+                .arg(limit)
+                .arg(records)
+                .invoke_async(&mut self.conn())
+                .await
+        })
+        .await
+        .map_err(|e| Error::store("inbox_pending", e))?;
         Ok(flat
             .chunks_exact(4)
             .map(|c| InboxRecord::pending(c[0].clone(), c[1].clone(), c[2].clone(), c[3].clone()))
