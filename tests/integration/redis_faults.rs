@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotError, Durability, Event, Inbound, Store};
+use botmesh_core::{Bot, BotError, CasOutcome, CheckpointWrite, Durability, Event, Inbound, Store};
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 use tokio::time::Instant;
@@ -372,11 +372,52 @@ async fn a_store_read_or_idempotent_write_whose_connection_drops_under_it_is_sen
     assert_eq!(store.get_user_data("u").await.unwrap().as_deref(), Some("w"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_write_whose_connection_drops_lands_once_and_says_so() {
+    let server = RedisServer::start().unwrap();
+    let proxy = CuttingProxy::start(server.port()).await;
+    let store = RedisStore::new(&proxy.url(), "cut").await.unwrap();
+    let write = |data: &str| CheckpointWrite::new(data);
+    let CasOutcome::Written { revision: first } =
+        store.set_checkpoint_if("c", &write("one"), None).await.unwrap()
+    else {
+        panic!("the first write lands");
+    };
+
+    // Dropped before it reached Redis: sent again, and it lands.
+    proxy.cut_next(1);
+    let CasOutcome::Written { revision: second } =
+        store.set_checkpoint_if("c", &write("two"), Some(first)).await.unwrap()
+    else {
+        panic!("the write is sent again and lands");
+    };
+    let now = store.get_checkpoint("c").await.unwrap().unwrap();
+    assert_eq!((now.data.as_str(), now.revision), ("two", second));
+
+    // Landed, but its reply was lost with the connection: recognised, not refused.
+    proxy.cut_reply_next(1);
+    let CasOutcome::Written { revision: third } =
+        store.set_checkpoint_if("c", &write("three"), Some(second)).await.unwrap()
+    else {
+        panic!("a write that landed is not taken for a conflict");
+    };
+    let now = store.get_checkpoint("c").await.unwrap().unwrap();
+    assert_eq!((now.data.as_str(), now.revision), ("three", third));
+    assert_eq!(proxy.cuts(), 2);
+
+    // A newer owner's write is still refused after a drop.
+    store.set_checkpoint_if("c", &write("newer"), Some(third)).await.unwrap();
+    proxy.cut_next(1);
+    let stale = store.set_checkpoint_if("c", &write("stale"), Some(third)).await.unwrap();
+    assert!(matches!(stale, CasOutcome::Conflict { .. }), "{stale:?}");
+}
+
 /// A TCP proxy in front of Redis that, on demand, closes the connection the next command
 /// arrives on instead of forwarding it: the client sees its connection drop mid-request.
 struct CuttingProxy {
     port: u16,
     to_cut: Arc<std::sync::atomic::AtomicU32>,
+    replies_to_cut: Arc<std::sync::atomic::AtomicU32>,
     cut: Arc<std::sync::atomic::AtomicU32>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -388,33 +429,64 @@ impl CuttingProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (to_cut, cut) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
-        let (to_cut2, cut2) = (Arc::clone(&to_cut), Arc::clone(&cut));
+        let replies_to_cut = Arc::new(AtomicU32::new(0));
+        let (to_cut2, cut2, replies2) =
+            (Arc::clone(&to_cut), Arc::clone(&cut), Arc::clone(&replies_to_cut));
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
                 else {
                     continue;
                 };
-                let (to_cut, cut) = (Arc::clone(&to_cut2), Arc::clone(&cut2));
+                let (to_cut, cut, replies) =
+                    (Arc::clone(&to_cut2), Arc::clone(&cut2), Arc::clone(&replies2));
                 tokio::spawn(async move {
                     let (mut client_read, mut client_write) = client.into_split();
                     let (mut server_read, mut server_write) = server.into_split();
+                    // Replies go back to the client until the connection is muted.
+                    let muted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                    let mute = Arc::clone(&muted);
                     let back = tokio::spawn(async move {
-                        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                        let mut buf = vec![0u8; 64 * 1024];
+                        while let Ok(n) = server_read.read(&mut buf).await {
+                            if n == 0 || mute.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            if client_write.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                        // Kept open until the connection is cut as a whole.
+                        std::future::pending::<()>().await;
+                        drop(client_write);
                     });
                     let mut buf = vec![0u8; 64 * 1024];
                     while let Ok(n) = client_read.read(&mut buf).await {
                         if n == 0 {
                             break;
                         }
-                        let cutting = to_cut
-                            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| c.checked_sub(1))
-                            .is_ok();
-                        if cutting {
+                        let take = |flag: &AtomicU32| {
+                            flag.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| {
+                                c.checked_sub(1)
+                            })
+                            .is_ok()
+                        };
+                        if take(&to_cut) {
                             cut.fetch_add(1, Ordering::SeqCst);
                             break;
                         }
+                        let cut_reply = take(&replies);
+                        if cut_reply {
+                            // Nothing more reaches the client: the command runs, its reply
+                            // is lost with the connection.
+                            muted.store(true, Ordering::SeqCst);
+                        }
                         if server_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        if cut_reply {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            cut.fetch_add(1, Ordering::SeqCst);
                             break;
                         }
                     }
@@ -423,7 +495,7 @@ impl CuttingProxy {
                 });
             }
         });
-        Self { port, to_cut, cut, task }
+        Self { port, to_cut, replies_to_cut, cut, task }
     }
 
     fn url(&self) -> String {
@@ -433,6 +505,11 @@ impl CuttingProxy {
     /// Cuts the connections the next `count` commands arrive on.
     fn cut_next(&self, count: u32) {
         self.to_cut.store(count, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Forwards the next `count` commands, then cuts their connections before the replies.
+    fn cut_reply_next(&self, count: u32) {
+        self.replies_to_cut.store(count, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// How many connections were cut so far.

@@ -458,18 +458,35 @@ impl RedisStore {
         mode: &str,
         expected: Option<u64>,
     ) -> Result<CasOutcome> {
-        let (written, rev): (i64, String) = self
-            .scripts
-            .set_checkpoint
-            .key(self.keys.entity("cp", key))
-            .arg(mode)
-            .arg(expected.map(|e| e.to_string()).unwrap_or_default())
-            .arg(&write.data)
-            .arg(write.ttl.map(|t| ms(t).to_string()).unwrap_or_default())
-            .arg(ms(KEEP))
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store(op, e))?;
+        let checkpoint = &self.keys.entity("cp", key);
+        let send = || async move {
+            self.scripts
+                .set_checkpoint
+                .key(checkpoint)
+                .arg(mode)
+                .arg(expected.map(|e| e.to_string()).unwrap_or_default())
+                .arg(&write.data)
+                .arg(write.ttl.map(|t| ms(t).to_string()).unwrap_or_default())
+                .arg(ms(KEEP))
+                .invoke_async::<(i64, String)>(&mut self.conn())
+                .await
+        };
+        let (written, rev) = match send().await {
+            Ok(reply) => reply,
+            Err(e) if e.is_connection_dropped() => {
+                // The write may have landed before the connection dropped. A checkpoint that
+                // now holds this very document under a new revision is that write; otherwise
+                // the same conditional write goes again: it lands if the first did not, and is
+                // refused if a newer owner wrote meanwhile.
+                match self.get_checkpoint(key).await? {
+                    Some(now) if now.data == write.data && Some(now.revision) != expected => {
+                        return Ok(CasOutcome::Written { revision: now.revision });
+                    }
+                    _ => send().await.map_err(|e| Error::store(op, e))?,
+                }
+            }
+            Err(e) => return Err(Error::store(op, e)),
+        };
         let rev = if rev.is_empty() { None } else { Some(parse_u64("revision", &rev)?) };
         Ok(match (written, rev) {
             (1, Some(revision)) => CasOutcome::Written { revision },
