@@ -221,6 +221,11 @@ struct Span {
     last_effect: Option<u64>,
 }
 
+/// How long an acknowledgement may take from the replica that sent it to the load generator,
+/// in ns: a replica frozen or killed this soon before the acknowledgement arrived had sent it
+/// already, with the message still waiting in it.
+const IN_FLIGHT: u64 = 250_000_000;
+
 /// When each chat's messages were first answered, to tell whether a message was overtaken.
 struct Overtaken {
     /// Per chat, (message number, first reply) by message number, with the earliest reply
@@ -332,7 +337,7 @@ impl Run {
             let next = self
                 .faults
                 .iter()
-                .filter(|f| f.t >= a.t)
+                .filter(|f| f.t + IN_FLIGHT >= a.t)
                 .filter(|f| match f.kind {
                     FaultKind::Restart => true,
                     FaultKind::Kill | FaultKind::Stop => {
@@ -634,6 +639,18 @@ mod tests {
         run.faults.push(fault(FaultKind::Kill, Some("a"), 100 * MS, 101 * MS));
         let report = run.check();
         assert_eq!((report.lost, report.lost_allowed), (1, 0), "{report:?}");
+    }
+
+    #[test]
+    fn without_durability_a_message_acknowledged_as_its_replica_froze_is_accounted_for() {
+        let mut run = clean();
+        run.durability = false;
+        // The acknowledgement arrived 5 ms after the replica that sent it was stopped.
+        run.acked.push(acked(1, 2, "a", 40 * MS));
+        run.faults.push(fault(FaultKind::Stop, Some("a"), 35 * MS, 3035 * MS));
+        let report = run.check();
+        assert_eq!((report.lost, report.lost_allowed), (0, 1), "{report:?}");
+        assert_eq!(report.accounted[0].fault, FaultKind::Stop);
     }
 
     #[test]
