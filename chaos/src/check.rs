@@ -230,17 +230,14 @@ const IN_FLIGHT: u64 = 250_000_000;
 struct Overtaken {
     /// Per chat, (message number, first reply) by message number, with the earliest reply
     /// among that message and every later one.
-    by_chat: HashMap<u32, Vec<(u32, u64)>>,
+    by_chat: BTreeMap<u32, Vec<(u32, u64)>>,
 }
 
 impl Overtaken {
-    fn new(first: &HashMap<(u32, u32), u64>) -> Self {
-        let mut by_chat: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
-        for (&(chat, seq), &t) in first {
-            by_chat.entry(chat).or_default().push((seq, t));
-        }
+    /// From each chat's first replies, sorted by message number.
+    fn new(replies_by_chat: &BTreeMap<u32, Vec<(u32, u64)>>) -> Self {
+        let mut by_chat = replies_by_chat.clone();
         for replies in by_chat.values_mut() {
-            replies.sort_unstable();
             let mut earliest = u64::MAX;
             for reply in replies.iter_mut().rev() {
                 earliest = earliest.min(reply.1);
@@ -325,7 +322,15 @@ impl Run {
         // Lost: acknowledged, never answered. A loss is put down to a fault only when the
         // message was still waiting in line as the fault hit: no later message of its chat had
         // been answered by then. One a later message overtook was lost with nothing to blame.
-        let overtaken = Overtaken::new(&first);
+        // Each chat's first replies, by message number.
+        let mut by_chat: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
+        for (&(chat, seq), &t) in &first {
+            by_chat.entry(chat).or_default().push((seq, t));
+        }
+        for replies in by_chat.values_mut() {
+            replies.sort_unstable();
+        }
+        let overtaken = Overtaken::new(&by_chat);
         let lease = self.lease_ms * 1_000_000;
         for a in &self.acked {
             if first.contains_key(&(a.chat, a.seq)) {
@@ -389,12 +394,7 @@ impl Run {
         }
 
         // Order: per chat, first replies by message number must come in time order.
-        let mut by_chat: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
-        for (&(chat, seq), &t) in &first {
-            by_chat.entry(chat).or_default().push((seq, t));
-        }
-        for replies in by_chat.values_mut() {
-            replies.sort_unstable();
+        for replies in by_chat.values() {
             let mut latest: Option<u64> = None;
             for &(_, t) in replies.iter() {
                 match latest {

@@ -456,9 +456,8 @@ impl CuttingProxy {
                                 break;
                             }
                         }
-                        // Kept open until the connection is cut as a whole.
+                        // The client's side stays open until the connection is cut as a whole.
                         std::future::pending::<()>().await;
-                        drop(client_write);
                     });
                     let mut buf = vec![0u8; 64 * 1024];
                     while let Ok(n) = client_read.read(&mut buf).await {

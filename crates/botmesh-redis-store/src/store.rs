@@ -183,16 +183,9 @@ impl Store for RedisStore {
     }
 
     async fn get_chat(&self, id: &ChatId) -> Result<Option<ChatRecord>> {
-        let key = &self.keys.entity("chat", id.as_str());
-        let fields: Vec<Option<String>> = idempotent(|| async move {
-            redis::cmd("HMGET")
-                .arg(key)
-                .arg(&["provider", "first", "last", "lang"])
-                .query_async(&mut self.conn())
-                .await
-        })
-        .await
-        .map_err(|e| Error::store("get_chat", e))?;
+        let key = self.keys.entity("chat", id.as_str());
+        let fields: Vec<Option<String>> =
+            self.hmget("get_chat", &key, &["provider", "first", "last", "lang"]).await?;
         let [Some(provider), Some(first), Some(last), lang] =
             <[Option<String>; 4]>::try_from(fields)
                 .map_err(|_| Error::corrupt("chat record", "wrong field count"))?
@@ -220,12 +213,9 @@ impl Store for RedisStore {
     }
 
     async fn get_checkpoint(&self, key: &str) -> Result<Option<CheckpointRecord>> {
-        let key = &self.keys.entity("cp", key);
-        let (data, rev): (Option<String>, Option<String>) = idempotent(|| async move {
-            redis::cmd("HMGET").arg(key).arg(&["d", "r"]).query_async(&mut self.conn()).await
-        })
-        .await
-        .map_err(|e| Error::store("get_checkpoint", e))?;
+        let key = self.keys.entity("cp", key);
+        let (data, rev): (Option<String>, Option<String>) =
+            self.hmget("get_checkpoint", &key, &["d", "r"]).await?;
         match (data, rev) {
             (Some(data), Some(rev)) => {
                 Ok(Some(CheckpointRecord::new(data, parse_u64("revision", &rev)?)))
@@ -376,16 +366,9 @@ impl Store for RedisStore {
     }
 
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
-        let record = &self.keys.inbox(&format!("r:{id}"));
-        let fields: Vec<Option<String>> = idempotent(|| async move {
-            redis::cmd("HMGET")
-                .arg(record)
-                .arg(&["k", "p", "o", "s"])
-                .query_async(&mut self.conn())
-                .await
-        })
-        .await
-        .map_err(|e| Error::store("inbox_get", e))?;
+        let record = self.keys.inbox(&format!("r:{id}"));
+        let fields: Vec<Option<String>> =
+            self.hmget("inbox_get", &record, &["k", "p", "o", "s"]).await?;
         let [Some(key), Some(payload), Some(owner), Some(state)] =
             <[Option<String>; 4]>::try_from(fields).map_err(|_| {
                 Error::corrupt(
@@ -450,6 +433,20 @@ impl Store for RedisStore {
 }
 
 impl RedisStore {
+    /// `HMGET key fields`, sent again if the connection drops under it.
+    async fn hmget<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        key: &str,
+        fields: &[&str],
+    ) -> Result<T> {
+        idempotent(|| async move {
+            redis::cmd("HMGET").arg(key).arg(fields).query_async(&mut self.conn()).await
+        })
+        .await
+        .map_err(|e| Error::store(op, e))
+    }
+
     async fn write_checkpoint(
         &self,
         op: &'static str,
