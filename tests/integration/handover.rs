@@ -3,7 +3,7 @@
 //! on the in-memory hub (paused time) and on a private real Redis (real time).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
@@ -12,7 +12,7 @@ use botmesh_core::{
     FallbackReason, Flow, FlowHandover, Handover, HandoverOutcome, Inbound, MessageId, Step,
     Trigger,
 };
-use botmesh_testing::TestProvider;
+use botmesh_testing::{FaultyStore, TestProvider};
 
 use crate::backends::{Backend, Memory, Redis};
 use crate::replicas::{LEASE, Replica, replica};
@@ -38,9 +38,9 @@ on_both_backends!(
     a_replica_whose_leases_lapsed_refuses_deliveries_until_it_renews,
     a_re_run_step_s_send_reaches_the_user_once,
     a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it,
-    an_answer_no_checkpoint_holds_is_released_and_handled_again,
+    an_answer_no_checkpoint_holds_is_released_and_handled_before_the_next_message,
     limit_without_durability_a_re_run_step_sends_again,
-    limit_later_answers_of_a_multi_question_step_are_not_forwarded,
+    later_answers_of_a_multi_question_step_are_forwarded,
     limit_an_answer_over_max_answer_bytes_is_not_embedded,
     limit_a_conversation_cut_before_its_first_wait_leaves_no_stub,
 );
@@ -478,36 +478,47 @@ async fn a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_
     assert!(b.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. })));
 }
 
-async fn an_answer_no_checkpoint_holds_is_released_and_handled_again(backend: &impl Backend) {
-    // The step's second answer is consumed and the step is cut before it ends: no checkpoint
-    // holds that answer, so the journal record is released and the message handled again.
-    let first_run = Arc::new(AtomicBool::new(true));
-    let flow = {
-        let first_run = Arc::clone(&first_run);
-        Flow::new("form").trigger(Trigger::keyword("form")).persistent().do_step("fill", move |c| {
-            let first_run = Arc::clone(&first_run);
-            async move {
-                let one = c.ask("First?").await?;
-                let two = c.ask("Second?").await?;
-                if first_run.swap(false, Ordering::SeqCst) {
-                    c.sleep(Duration::from_secs(3600)).await;
-                }
-                c.send(format!("{} {}", one.body, two.body)).await?;
-                Ok::<_, BotError>(Step::Next)
-            }
+async fn an_answer_no_checkpoint_holds_is_released_and_handled_before_the_next_message(
+    backend: &impl Backend,
+) {
+    // a's step takes its second answer, but the checkpoint write recording it never answers:
+    // the step is cut at settle with that answer held by no checkpoint. The user's next
+    // message reached b meanwhile; the released answer is handled first, on its question.
+    let store = Arc::new(FaultyStore::new(backend.store()));
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let then = |b: BotBuilder| {
+        b.on_message(|ctx| async move {
+            ctx.reply(format!("then {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
         })
     };
-    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
-    let a = replica(backend, "a", TestProvider::new(), settle, |b| durable(b).flow(flow)).await;
+    let a_bot = {
+        let store = Arc::clone(&store);
+        move |b: BotBuilder| then(durable(b).store(store).flow(two_questions(true)))
+    };
+    let a = replica(backend, "a", TestProvider::new(), settle, a_bot).await;
+    let b = replica(backend, "b", TestProvider::new(), settle, |b| {
+        then(durable(b).flow(two_questions(false)))
+    })
+    .await;
     say(&a, "a1", "form");
     a.provider.settled(&a.bot).await;
     say(&a, "a2", "1");
     a.provider.settled(&a.bot).await;
+    store.hang_checkpoint_writes(1);
     say(&a, "a3", "2");
-    a.provider.wait_sent(3).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    say(&b, "b1", "3");
+    b.provider.wait_sent(2).await;
     a.provider.settled(&a.bot).await;
-    assert_eq!(a.provider.texts_to("c"), ["First?", "Second?", "1 2"]);
-    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty());
+    b.provider.settled(&b.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["First?", "Second?"]);
+    assert_eq!(
+        b.provider.texts_to("c"),
+        ["1 2", "then 3"],
+        "each answer on its question, in order"
+    );
+    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "all acknowledged");
 }
 
 async fn limit_without_durability_a_re_run_step_sends_again(backend: &impl Backend) {
@@ -538,7 +549,7 @@ fn two_questions(slow: bool) -> Flow {
     )
 }
 
-async fn limit_later_answers_of_a_multi_question_step_are_not_forwarded(backend: &impl Backend) {
+async fn later_answers_of_a_multi_question_step_are_forwarded(backend: &impl Backend) {
     let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
     let a =
         replica(backend, "a", TestProvider::new(), settle, |b| b.flow(two_questions(true))).await;
@@ -552,9 +563,9 @@ async fn limit_later_answers_of_a_multi_question_step_are_not_forwarded(backend:
     a.provider.settled(&a.bot).await;
     b.provider.say("c", "x");
     b.provider.settled(&b.bot).await;
-    // The first answer was recorded; "2" was not: the waking message answers the second
-    // question instead.
-    assert_eq!(b.provider.texts_to("c"), ["1 x"]);
+    // Both answers were recorded before the step was cut: b replays them to their questions,
+    // and "x", which no question of the finished flow takes, routes as a new message.
+    assert_eq!(b.provider.texts_to("c"), ["1 2"]);
 }
 
 async fn limit_an_answer_over_max_answer_bytes_is_not_embedded(backend: &impl Backend) {

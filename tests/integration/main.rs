@@ -14,6 +14,7 @@ mod handover;
 mod persistence;
 mod redis_faults;
 mod replicas;
+mod resume;
 mod robustness;
 mod scheduler;
 mod shop;

@@ -2,7 +2,7 @@
 //! waiting conversation receives its next message.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -127,6 +127,10 @@ pub(crate) struct CheckpointDoc {
     pub(crate) step: usize,
     /// The question of that step the flow is parked on; `None` while the step runs.
     pub(crate) question: Option<u32>,
+    /// With durability, the journal id of the message the step began under: its sends before
+    /// its first wait keep their outbox keys when the step runs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) input: Option<String>,
     /// The flow's state as it was when the step started.
     pub(crate) state: Map<String, Value>,
     /// Written for a flow without `.persistent()` because flows are forwarded: it expires,
@@ -139,12 +143,31 @@ pub(crate) struct CheckpointDoc {
     /// Set for a stub: the conversation cannot be resumed, only handed to the fallback.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stub: Option<FallbackReason>,
-    /// The first answer of the step, recorded because the step went on past it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Every message a `do` step consumed so far, in order: replayed to its waits when the
+    /// step runs again elsewhere, so each answer lands on the question it answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) answers: Vec<RecordedAnswer>,
+    /// An answer of the step could not be recorded (too large to embed without durability):
+    /// the step cannot be replayed, it runs again from its start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) unrecorded: bool,
+    /// The step's first answer alone, as checkpoints written before `answers` existed hold it.
+    #[serde(default, skip_serializing)]
     pub(crate) answer: Option<RecordedAnswer>,
 }
 
-/// A step's first answer as a checkpoint keeps it: the whole message, or (with durability) a
+impl CheckpointDoc {
+    /// The answers the step consumed, from either form of the document.
+    pub(crate) fn take_answers(&mut self) -> Vec<RecordedAnswer> {
+        let mut answers = std::mem::take(&mut self.answers);
+        if answers.is_empty() {
+            answers.extend(self.answer.take());
+        }
+        answers
+    }
+}
+
+/// An answer as a checkpoint keeps it: the whole message, or (with durability) a
 /// pointer into the inbox journal plus what the `before_message` hooks made of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "form", rename_all = "snake_case")]
@@ -160,8 +183,9 @@ pub(crate) const CHECKPOINT_VERSION: u32 = 1;
 pub(crate) enum Saving {
     /// Nothing but, with a fallback, a stub at its first wait.
     Off,
-    /// A checkpoint at every step, kept until the flow ends.
-    Persistent,
+    /// A checkpoint at every step, kept until the flow ends. The fingerprint tells a replica
+    /// running a changed flow not to replay the step's answers.
+    Persistent { fingerprint: Arc<str> },
     /// A checkpoint at every step that expires, carrying the flow's fingerprint.
     Ephemeral { fingerprint: Arc<str> },
 }
@@ -196,8 +220,14 @@ struct ConvState {
     state: Map<String, Value>,
     message: Message,
     lang: Option<String>,
-    /// An answer to feed to the step's first question instead of asking it.
-    preset: Option<Message>,
+    /// Answers a resumed step consumed before it was interrupted, fed back to its waits in
+    /// order instead of asking again.
+    replay: VecDeque<(Message, RecordedAnswer)>,
+    /// The question the resumed step was parked on: the wait the replay must reach.
+    parked_on: Option<u32>,
+    /// The next step begins where a checkpoint left it: the stored checkpoint stays until
+    /// the step records something new.
+    resuming: bool,
     /// Questions asked in the current step.
     questions: u32,
     /// The current step and the state as it was when the step started.
@@ -217,14 +247,34 @@ struct ConvState {
     local: HashMap<String, Arc<dyn Any + Send + Sync>>,
     /// The stub is in the store.
     stub_written: bool,
-    /// The current step's first answer, recorded in its checkpoints.
-    answer: Option<RecordedAnswer>,
+    /// The messages the current `do` step consumed, recorded in its checkpoints.
+    answers: Vec<RecordedAnswer>,
+    /// One of them could not be recorded.
+    unrecorded: bool,
     /// With durability: the journal id of the message being handled, for outbox keys.
     input: Option<String>,
+    /// With durability: the journal id of the message the current step began under.
+    step_input: Option<String>,
     /// A checkpoint that landed after the current message holds its effect.
     input_held: bool,
     /// Sends since the current message or step began, for outbox keys.
     send_seq: u32,
+}
+
+impl ConvState {
+    /// Makes `m` the message being handled: the latest message, its language, and (with
+    /// durability) the input its sends are keyed by, numbered from zero for a new one.
+    fn took(&mut self, m: &Message, durable: bool) {
+        if m.lang.is_some() {
+            self.lang.clone_from(&m.lang);
+        }
+        self.message = m.clone();
+        let input = durable.then(|| journal_id(&m.inbound));
+        if input != self.input {
+            self.input = input;
+            self.send_seq = 0;
+        }
+    }
 }
 
 impl ConvCtx {
@@ -241,7 +291,9 @@ impl ConvCtx {
             state: Map::new(),
             lang: message.lang.clone(),
             message: message.clone(),
-            preset: None,
+            replay: VecDeque::new(),
+            parked_on: None,
+            resuming: false,
             questions: 0,
             step: None,
             idle: None,
@@ -252,8 +304,10 @@ impl ConvCtx {
             conversation: false,
             local: HashMap::new(),
             stub_written: false,
-            answer: None,
+            answers: Vec::new(),
+            unrecorded: false,
             input: shared.durability.is_some().then(|| journal_id(&message.inbound)),
+            step_input: None,
             input_held: false,
             send_seq: 0,
         };
@@ -404,51 +458,24 @@ impl ConvCtx {
     /// Sends `prompt` and waits for the answer.
     ///
     /// In a persistent flow the checkpoint records that the flow is parked on this question
-    /// before it waits. When a resumed flow was parked on its step's first question, the
-    /// message that woke it is returned here at once, without asking again.
+    /// before it waits. When a resumed flow was parked on this question, the message that woke
+    /// it is returned here at once, without asking again; a `do` step resumed after it
+    /// consumed answers gets those answers back, in order, from its earlier questions.
     pub async fn ask(&self, prompt: impl Into<String>) -> Result<Message> {
-        let (question, preset) = {
+        let question = {
             let mut st = self.st();
-            let q = st.questions;
             st.questions += 1;
-            (q, if q == 0 { st.preset.take() } else { None })
+            st.questions - 1
         };
-        let answer = match preset {
-            Some(answer) => {
-                let durable = self.inner.shared.durability.is_some();
-                let mut st = self.st();
-                st.message = answer.clone();
-                // Sends made for the recorded answer are keyed by it, as they were when the
-                // step first took it, not by the message that woke the step up again.
-                let input = durable.then(|| journal_id(&answer.inbound));
-                if input != st.input {
-                    st.input = input;
-                    st.send_seq = 0;
-                }
-                drop(st);
-                answer
-            }
-            None => {
-                // A message kept from a hand-over answers this question without asking it.
-                if !self.inner.link.has_message() {
-                    self.send(prompt).await?;
-                    self.park_checkpoint(question).await?;
-                }
-                self.wait().await?
-            }
-        };
-        if question == 0 && self.st().in_do {
-            // The step goes on past its first question: the checkpoint records the answer, so
-            // that a replica taking over a cut-short step feeds it back instead of asking again
-            // (and does not take the next message for it).
-            let recorded = self.record_answer(&answer);
-            self.write_checkpoint(None).await?;
-            if !recorded {
-                // Too large to embed: no checkpoint holds it.
-                self.st().input_held = false;
-            }
+        if let Some(answer) = self.replayed(Some(question))? {
+            return Ok(answer);
         }
-        Ok(answer)
+        // A message kept from a hand-over answers this question without asking it.
+        if !self.inner.link.has_message() {
+            self.send(prompt).await?;
+            self.park_checkpoint(question).await?;
+        }
+        self.next_input().await
     }
 
     /// Waits for the user's next message without sending anything. Fails with
@@ -456,6 +483,37 @@ impl ConvCtx {
     /// kept by a background task).
     pub async fn wait(&self) -> Result<Message> {
         self.alive()?;
+        if let Some(answer) = self.replayed(None)? {
+            return Ok(answer);
+        }
+        self.next_input().await
+    }
+
+    /// The next recorded answer of a resumed step, if it has one left. Once they are all
+    /// fed, the wait after them must be the question the step was parked on: a step that
+    /// asks something else now (its code changed) fails with [`BotError::ReplayDiverged`],
+    /// and runs again from its start.
+    fn replayed(&self, question: Option<u32>) -> Result<Option<Message>> {
+        let mut st = self.st();
+        if let Some((answer, recorded)) = st.replay.pop_front() {
+            st.took(&answer, self.inner.shared.durability.is_some());
+            // The step's record is rebuilt as it replays, so its next write keeps it.
+            st.answers.push(recorded);
+            return Ok(Some(answer));
+        }
+        match st.parked_on.take() {
+            Some(parked) if question != Some(parked) => Err(BotError::ReplayDiverged {
+                name: st.name.clone(),
+                step: st.step.as_ref().map_or(0, |(i, _)| *i),
+            }),
+            _ => Ok(None),
+        }
+    }
+
+    /// Waits for the conversation's next input. In a `do` step the answer is recorded in the
+    /// checkpoint before the step goes on, so that a replica taking over a step cut short
+    /// feeds it back instead of asking again (and does not take the next message for it).
+    async fn next_input(&self) -> Result<Message> {
         self.ensure_stub().await?;
         let park = {
             let st = self.st();
@@ -463,19 +521,20 @@ impl ConvCtx {
         };
         match self.inner.link.wait(park).await {
             Input::Message(m) => {
-                let durable = self.inner.shared.durability.is_some();
-                let mut st = self.st();
-                if m.lang.is_some() {
-                    st.lang.clone_from(&m.lang);
+                let in_do = {
+                    let mut st = self.st();
+                    st.took(&m, self.inner.shared.durability.is_some());
+                    st.input_held = false;
+                    st.in_do
+                };
+                if in_do {
+                    let recorded = self.record_answer(&m);
+                    self.write_checkpoint(None).await?;
+                    if !recorded {
+                        // Too large to embed: no checkpoint holds it.
+                        self.st().input_held = false;
+                    }
                 }
-                st.message = m.clone();
-                let input = durable.then(|| journal_id(&m.inbound));
-                if input != st.input {
-                    // A new message: its sends are numbered from zero.
-                    st.input = input;
-                    st.send_seq = 0;
-                }
-                st.input_held = false;
                 Ok(m)
             }
             Input::Idle(after) => Err(BotError::Idle { after }),
@@ -522,8 +581,50 @@ impl ConvCtx {
         st.saving == Saving::Off || st.input_held
     }
 
-    pub(crate) fn set_preset(&self, answer: Option<Message>) {
-        self.st().preset = answer;
+    /// Resumes the flow's next step where a checkpoint left it: `replay` are the answers it
+    /// consumed (fed back to its waits in order), `parked_on` the question it waited on, and
+    /// `input` the message it began under.
+    pub(crate) fn resume_step(
+        &self,
+        replay: Vec<(Message, RecordedAnswer)>,
+        parked_on: Option<u32>,
+        input: Option<String>,
+    ) {
+        let mut st = self.st();
+        st.replay = replay.into();
+        st.parked_on = parked_on;
+        st.resuming = true;
+        if input.is_some() {
+            st.input = input;
+        }
+    }
+
+    /// Whether a resumed step used up what it was resumed with: every recorded answer, and
+    /// the wait it was parked on.
+    pub(crate) fn replay_done(&self) -> bool {
+        let st = self.st();
+        st.replay.is_empty() && st.parked_on.is_none()
+    }
+
+    /// Drops what a resumed step was resumed with, so that it runs again from its start and
+    /// asks its first question; the message that woke it is not taken for an answer.
+    pub(crate) fn restart_step(&self) {
+        self.abandon_replay();
+        {
+            let mut st = self.st();
+            st.resuming = false;
+            if let Some((_, start)) = &st.step {
+                st.state = start.clone();
+            }
+        }
+        drop(self.inner.link.take_message());
+    }
+
+    /// Forgets the recorded answers a resumed step did not use.
+    pub(crate) fn abandon_replay(&self) {
+        let mut st = self.st();
+        st.replay.clear();
+        st.parked_on = None;
     }
 
     pub(crate) fn link(&self) -> &Arc<Link> {
@@ -531,20 +632,22 @@ impl ConvCtx {
     }
 
     /// Enters step `index`: remembers the state to restart it from, and checkpoints it. A
-    /// step resumed with its first answer in hand keeps the stored checkpoint (which says
-    /// exactly that) until the answer is taken.
+    /// resumed step keeps the stored checkpoint (which says where it was) until it records
+    /// something new.
     pub(crate) async fn begin_step(&self, index: usize, is_do: bool) -> Result<()> {
-        let resumed_with_answer = {
+        let resuming = {
             let mut st = self.st();
             st.questions = 0;
             st.in_do = is_do;
             st.send_seq = 0;
-            st.answer = None;
+            st.answers.clear();
+            st.unrecorded = false;
+            st.step_input = st.input.clone();
             let start = st.state.clone();
             st.step = Some((index, start));
-            st.preset.is_some()
+            std::mem::take(&mut st.resuming)
         };
-        if resumed_with_answer {
+        if resuming {
             return Ok(());
         }
         self.write_checkpoint(None).await
@@ -566,7 +669,7 @@ impl ConvCtx {
         self.write_checkpoint(Some(question)).await
     }
 
-    /// Records `answer` as the current step's first answer; `false` when it cannot be (too
+    /// Records `answer` as the current step's next answer; `false` when it cannot be (too
     /// large to embed without durability).
     fn record_answer(&self, answer: &Message) -> bool {
         let shared = &self.inner.shared;
@@ -583,9 +686,17 @@ impl ConvCtx {
                 .filter(|bytes| bytes.len() <= shared.handover.max_answer_bytes)
                 .map(|_| RecordedAnswer::Embedded { message: Box::new(answer.clone()) })
         };
-        let ok = recorded.is_some();
-        self.st().answer = recorded;
-        ok
+        let mut st = self.st();
+        match recorded {
+            Some(recorded) => {
+                st.answers.push(recorded);
+                true
+            }
+            None => {
+                st.unrecorded = true;
+                false
+            }
+        }
     }
 
     async fn write_checkpoint(&self, question: Option<u32>) -> Result<()> {
@@ -594,7 +705,7 @@ impl ConvCtx {
             let Some((step, start)) = st.step.as_ref() else { return Ok(()) };
             let (ephemeral, fingerprint) = match &st.saving {
                 Saving::Off => return Ok(()),
-                Saving::Persistent => (false, None),
+                Saving::Persistent { fingerprint } => (false, Some(Arc::clone(fingerprint))),
                 // State that is not JSON cannot travel: leave a stub for the fallback.
                 Saving::Ephemeral { .. } if !st.local.is_empty() => (true, None),
                 Saving::Ephemeral { fingerprint } => (true, Some(Arc::clone(fingerprint))),
@@ -610,7 +721,10 @@ impl ConvCtx {
                     ephemeral,
                     fingerprint,
                     stub: None,
-                    answer: st.answer.clone(),
+                    input: st.step_input.clone(),
+                    answers: st.answers.clone(),
+                    unrecorded: st.unrecorded,
+                    answer: None,
                 };
                 (doc, ttl)
             })
@@ -641,6 +755,9 @@ impl ConvCtx {
                 ephemeral: true,
                 fingerprint: None,
                 stub: Some(reason),
+                input: None,
+                answers: Vec::new(),
+                unrecorded: false,
                 answer: None,
             };
             (doc, self.inner.shared.handover.ttl_for(st.timeout))

@@ -109,10 +109,9 @@ enum Journal {
     Off,
     /// To be journaled before it takes a ticket.
     Pending,
-    /// In the journal under `id`, this replica's since `since`; `attempt` counts the times it
-    /// was handled before. `first` when this job journaled it: no earlier run can have acted
-    /// on it.
-    Recorded { id: String, attempt: u32, since: Instant, first: bool },
+    /// In the journal under `id`, this replica's since `since`. `first` when this job journaled
+    /// it: no earlier run can have acted on it.
+    Recorded { id: String, since: Instant, first: bool },
     /// Already in the journal: a retry of a message this or another replica has.
     Duplicate,
     /// Refused to a sender waiting in [`Dispatcher::accept`] (the journal or the ticket could
@@ -185,8 +184,6 @@ impl Job {
 struct Recorded {
     /// Its journal id.
     id: String,
-    /// How many times it was queued again after its effect could not be stored.
-    attempt: u32,
     /// Since when it is this replica's (journaled or taken over here).
     since: Instant,
     /// The message.
@@ -363,15 +360,15 @@ impl Dispatcher {
         Ok(Accepted::Queued)
     }
 
-    /// Queues a message that is already in the journal under `id`: one replayed from a dead
-    /// replica, or one handled again because its effect could not be stored.
-    pub(crate) fn requeue(self: &Arc<Self>, inbound: Inbound, id: String, attempt: u32) {
+    /// Queues a message that is already in the journal under `id`: one an earlier process on
+    /// the same store left pending (a single process replays them at start).
+    pub(crate) fn requeue(self: &Arc<Self>, inbound: Inbound, id: String) {
         let key = inbound.key();
         self.pending.fetch_add(1, Ordering::SeqCst);
         let job = Job {
             work: Work::Message(inbound),
             ticket: None,
-            journal: Journal::Recorded { id, attempt, since: Instant::now(), first: false },
+            journal: Journal::Recorded { id, since: Instant::now(), first: false },
             accepted: None,
         };
         if !self.enqueue(&key, job) {
@@ -504,10 +501,10 @@ async fn journal_jobs(shared: &Arc<Shared>, jobs: &mut [Job]) {
     for job in jobs.iter_mut().filter(|j| matches!(j.journal, Journal::Pending)) {
         job.journal = match results.next() {
             Some(Journaled::New(id)) => {
-                Journal::Recorded { id, attempt: 0, since: Instant::now(), first: true }
+                Journal::Recorded { id, since: Instant::now(), first: true }
             }
             Some(Journaled::Adopted(id)) => {
-                Journal::Recorded { id, attempt: 0, since: Instant::now(), first: false }
+                Journal::Recorded { id, since: Instant::now(), first: false }
             }
             Some(Journaled::Duplicate) => Journal::Duplicate,
             Some(Journaled::Elsewhere) if job.accepted.is_some() => Journal::Elsewhere,
@@ -667,7 +664,7 @@ struct Worker {
     serial: u64,
     seen_chat: bool,
     /// The current job's conversation was cut short with its message's effect held by no
-    /// checkpoint.
+    /// checkpoint: with durability, the message is handed back like a failed one.
     cut: bool,
     /// Set when the message's work failed on a backend or the transport (a store write, a
     /// send, the turn): with durability, the message is handed back instead of acknowledged.
@@ -773,9 +770,9 @@ impl Worker {
             // Its sender was told to deliver it again.
             (Journal::Refused | Journal::Elsewhere, _) => return,
             // Kept to queue the message again if its effect cannot be stored.
-            (Journal::Recorded { id, attempt, since, first }, Work::Message(m)) => {
+            (Journal::Recorded { id, since, first }, Work::Message(m)) => {
                 self.turn.set_first_attempt(first);
-                Some(Recorded { id, attempt, since, inbound: m.clone() })
+                Some(Recorded { id, since, inbound: m.clone() })
             }
             _ => None,
         };
@@ -824,20 +821,16 @@ impl Worker {
             if !own_gone {
                 used |= self.bounded(work, changed_hands && !used).await;
             }
-            // Lost mid-way (this replica stalled past its lease), or failed on a backend: what
-            // it did may not have reached anyone. The next holder takes it over.
+            // Lost mid-way (this replica stalled past its lease), failed on a backend, or cut
+            // with an answer no checkpoint holds: what it did may not have reached anyone, or
+            // may not be stored. The next holder takes it over, before anything later.
             interrupted = turn.as_ref().is_some_and(|(_, t)| t.check().is_err());
-            lost = interrupted || (self.faulted && recorded.is_some());
+            lost = interrupted || ((self.faulted || self.cut) && recorded.is_some());
         }
-        // Acknowledged only once a checkpoint holds the message's effect (it did by now, or
-        // `cut` says it did not, and the message is handled again).
+        // Acknowledged only once a checkpoint holds the message's effect.
         let mut ack = match recorded {
             Some(r) if lost => {
                 self.give_back(&r.inbound, &r.id, !interrupted).await;
-                None
-            }
-            Some(r) if self.cut => {
-                self.retry_or_ack(r.inbound, r.id, r.attempt).await;
                 None
             }
             Some(r) => {
@@ -1054,18 +1047,14 @@ impl Worker {
             self.bounded(Work::Message(inbound.clone()), changed_hands).await;
             changed_hands = false;
             let stalled = self.turn.check().is_err();
-            if stalled || self.faulted {
+            if stalled || self.faulted || self.cut {
                 self.give_back(&inbound, &record.id, !stalled).await;
                 for record in records {
                     self.release_record(&record.id, &record.owner).await;
                 }
                 return true;
             }
-            if self.cut {
-                self.retry_or_ack(inbound, record.id, 0).await;
-            } else {
-                durable::acknowledge(&shared, &self.key, &record.id).await;
-            }
+            durable::acknowledge(&shared, &self.key, &record.id).await;
         }
         false
     }
@@ -1134,19 +1123,6 @@ impl Worker {
     async fn release_record(&mut self, id: &str, from: &str) {
         let shared = Arc::clone(self.shared());
         durable::release(&shared, &self.key, id, from).await;
-    }
-
-    /// Queues a journaled message again, or, after its last attempt, acknowledges it and
-    /// reports it.
-    async fn retry_or_ack(&mut self, inbound: Inbound, id: String, attempt: u32) {
-        let max = self.shared().durability.as_ref().map_or(1, |d| d.max_attempts);
-        if attempt + 1 < max {
-            self.disp.requeue(inbound, id, attempt + 1);
-            return;
-        }
-        self.report(BotError::GaveUp { key: self.key.clone(), id: inbound.id, attempts: max });
-        let shared = Arc::clone(self.shared());
-        durable::acknowledge(&shared, &self.key, &id).await;
     }
 
     /// How long the chat's in-memory conversation may still wait for an answer: its wait
@@ -1333,12 +1309,12 @@ impl Worker {
         }
     }
 
-    /// The message a checkpoint recorded as its step's first answer, as the hooks made it.
-    async fn recorded_answer(&mut self, answer: RecordedAnswer) -> Option<Message> {
+    /// A message a checkpoint recorded as one of its step's answers, as the hooks made it.
+    async fn recorded_answer(&mut self, answer: &RecordedAnswer) -> Option<Message> {
         match answer {
-            RecordedAnswer::Embedded { message } => Some(*message),
+            RecordedAnswer::Embedded { message } => Some((**message).clone()),
             RecordedAnswer::Journaled { id, body, kind, lang } => {
-                let record = match self.shared().store.inbox_get(&id).await {
+                let record = match self.shared().store.inbox_get(id).await {
                     Ok(r) => r?,
                     Err(e) => {
                         self.report(e.into());
@@ -1348,9 +1324,9 @@ impl Worker {
                 match serde_json::from_str::<Inbound>(&record.payload) {
                     Ok(inbound) => {
                         let mut m = Message::new(inbound);
-                        m.body = body;
-                        m.kind = kind;
-                        m.lang = lang;
+                        m.body.clone_from(body);
+                        m.kind.clone_from(kind);
+                        m.lang.clone_from(lang);
                         Some(m)
                     }
                     Err(e) => {
@@ -1430,7 +1406,7 @@ impl Worker {
                 }
                 Ok(doc)
             });
-        let doc = match doc {
+        let mut doc = match doc {
             Ok(doc) => doc,
             Err(reason) => {
                 self.report(BotError::CorruptCheckpoint {
@@ -1472,20 +1448,40 @@ impl Worker {
                 return None;
             }
         };
-        let (preset, kept) = match doc.answer {
-            // The step had its first answer and went on: feed it that answer, and keep the
-            // waking message for its next question.
-            Some(answer) => match self.recorded_answer(answer).await {
-                // The waking message is the recorded answer itself, replayed: it is fed once.
-                Some(answer) if answer.id() == msg.id() => (Some(answer), None),
-                Some(answer) => (Some(answer), Some(msg.clone())),
-                None => (None, None),
-            },
-            // Parked on its first question: the waking message is that answer.
-            None => ((doc.question == Some(0)).then(|| msg.clone()), None),
+        let answers = doc.take_answers();
+        // Answers are replayed only into the flow that recorded them, and only all of them.
+        let same_flow =
+            doc.fingerprint.as_deref().is_none_or(|recorded| recorded == &*flow.fingerprint);
+        let mut faithful = same_flow && !doc.unrecorded;
+        let mut replay = Vec::with_capacity(answers.len());
+        for recorded in answers {
+            if !faithful {
+                break;
+            }
+            match self.recorded_answer(&recorded).await {
+                Some(answer) => replay.push((answer, recorded)),
+                None => faithful = false,
+            }
+        }
+        let (replay, parked_on, kept) =
+            if !faithful || (doc.question.is_none() && replay.is_empty()) {
+                // The guide's rule: the step runs again from its start and asks its first question.
+                (Vec::new(), None, None)
+            } else {
+                // The waking message answers the wait after the recorded answers, unless it is one
+                // of them, replayed.
+                let replayed = replay.iter().any(|(answer, _)| answer.id() == msg.id());
+                (replay, doc.question, (!replayed).then(|| msg.clone()))
+            };
+        let resume = Resume {
+            step: doc.step,
+            state: doc.state,
+            replay,
+            parked_on,
+            input: doc.input,
+            kept,
+            ephemeral: doc.ephemeral,
         };
-        let resume =
-            Resume { step: doc.step, state: doc.state, preset, kept, ephemeral: doc.ephemeral };
         Some(Found::Resume { def: Def::Flow(flow), resume: Box::new(resume), revision })
     }
 

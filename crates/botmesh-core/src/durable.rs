@@ -289,7 +289,7 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
             }
             // One process: the records an earlier process left, queued again at start.
             if let Some(inbound) = claim(&shared, &record).await {
-                dispatcher.requeue(inbound, record.id, 0);
+                dispatcher.requeue(inbound, record.id);
             }
         }
         for (key, owners) in chats {

@@ -66,6 +66,18 @@ pub enum BotError {
         #[source]
         source: BoxError,
     },
+    /// A `do` step resumed from its checkpoint asked something else than the question it was
+    /// parked on, or ended before it used up the answers it had recorded: its code changed
+    /// since. The step runs again from its start, asking its first question.
+    #[error(
+        "step {step} of flow {name:?} went another way than the run it was resumed from; it runs again from its start"
+    )]
+    ReplayDiverged {
+        /// The flow.
+        name: String,
+        /// The step's index.
+        step: usize,
+    },
     /// A flow or conversation name that was never registered.
     #[error("no flow or conversation named {name:?}")]
     UnknownConversation {

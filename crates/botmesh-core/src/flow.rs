@@ -120,9 +120,10 @@ impl StepDef {
 ///
 /// A `.persistent()` flow writes a checkpoint to the store at the start of every step and
 /// again when it parks on a question, so a new bot on the same store (a restarted process,
-/// another replica) continues where it stopped. When the flow was parked on the first question
-/// of its step, the next message is taken as that answer; otherwise the step runs again from
-/// its start.
+/// another replica) continues where it stopped: the next message answers the question the flow
+/// was parked on, and a `do` step that already took answers gets them back in order instead of
+/// asking again. When that replay cannot be faithful (the flow changed, an answer could not be
+/// recorded), the step runs again from its start.
 #[derive(Clone)]
 pub struct Flow {
     pub(crate) name: String,

@@ -7,7 +7,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::conv::Saving;
+use crate::conv::{RecordedAnswer, Saving};
 use crate::flow::{Ask, Def, Flow, StepDef};
 use crate::handover::FlowHandover;
 use crate::texts::keys;
@@ -25,11 +25,14 @@ pub(crate) enum Next {
 pub(crate) struct Resume {
     pub(crate) step: usize,
     pub(crate) state: Map<String, Value>,
-    /// The answer to the step's first question (the parked-answer rule, or an answer the
-    /// checkpoint recorded).
-    pub(crate) preset: Option<Message>,
-    /// A message to hand to the flow's next wait (the one that woke a step whose first answer
-    /// was recorded).
+    /// The answers the step consumed before it was interrupted, fed back to its waits in
+    /// order.
+    pub(crate) replay: Vec<(Message, RecordedAnswer)>,
+    /// The question the step was parked on.
+    pub(crate) parked_on: Option<u32>,
+    /// With durability, the journal id of the message the step began under.
+    pub(crate) input: Option<String>,
+    /// A message for the wait after the replayed answers: the one that woke the flow.
     pub(crate) kept: Option<Message>,
     /// The checkpoint was ephemeral.
     pub(crate) ephemeral: bool,
@@ -59,19 +62,21 @@ pub(crate) fn run(
 }
 
 async fn run_flow(ctx: ConvCtx, flow: &Flow, resume: Option<Resume>) -> Result<Next> {
-    let (mut index, state, preset) = match resume {
-        Some(r) => (r.step, r.state, r.preset),
+    let (mut index, state, resume) = match resume {
+        Some(r) => (r.step, r.state, Some((r.replay, r.parked_on, r.input))),
         None => (0, Map::new(), None),
     };
     let saving = if flow.persistent {
-        Saving::Persistent
+        Saving::Persistent { fingerprint: Arc::clone(&flow.fingerprint) }
     } else if ctx.shared().handover.flows == FlowHandover::Forward {
         Saving::Ephemeral { fingerprint: Arc::clone(&flow.fingerprint) }
     } else {
         Saving::Off
     };
     ctx.begin_flow(&flow.name, saving, flow.timeout, state);
-    ctx.set_preset(preset);
+    if let Some((replay, parked_on, input)) = resume {
+        ctx.resume_step(replay, parked_on, input);
+    }
     while let Some(step) = flow.steps.get(index) {
         ctx.shared().events.emit(Event::Step {
             key: ctx.key().clone(),
@@ -88,10 +93,25 @@ async fn run_flow(ctx: ConvCtx, flow: &Flow, resume: Option<Resume>) -> Result<N
             }
         }
         .instrument(span)
-        .await?;
-        // The parked answer belongs to the first question of the resumed step only.
-        ctx.set_preset(None);
-        match next {
+        .await;
+        let diverged = BotError::ReplayDiverged { name: flow.name.clone(), step: index };
+        match &next {
+            Err(BotError::ReplayDiverged { .. }) => {
+                // The step waited elsewhere than where it was parked: its recorded answers do not
+                // fit its code as it runs now. The guide's rule: it runs again from its start.
+                ctx.shared().events.error(Some(ctx.key()), diverged);
+                ctx.restart_step();
+                continue;
+            }
+            Ok(_) if !ctx.replay_done() => {
+                // It finished without using every recorded answer. What it did stands (running
+                // it again would repeat its work); the message that woke it routes as a new one.
+                ctx.shared().events.error(Some(ctx.key()), diverged);
+                ctx.abandon_replay();
+            }
+            _ => {}
+        }
+        match next? {
             Step::Next => index += 1,
             Step::End => break,
             Step::Repeat => {}

@@ -13,6 +13,8 @@
 //!   [`Coordinator`](botmesh_traits::Coordinator), driven through a [`CoordinatorHarness`] that
 //!   starts replicas on one shared backend.
 //! - [`FaultyCoordinator`]: wraps any coordinator so a test can crash or stall its replica.
+//! - [`FaultyStore`]: wraps any store so a test can slow down, hang or fail its checkpoint
+//!   writes.
 //! - [`RedisServer`] and [`RedisCluster`]: private `redis-server` processes on free loopback
 //!   ports, with kill, restart and pause controls, so that fault tests never touch the
 //!   machine's shared Redis.
@@ -46,6 +48,7 @@
 mod conformance;
 mod coordinator_conformance;
 mod faulty;
+mod faulty_store;
 mod memory_coordinator;
 mod mongo_server;
 mod redis_server;
@@ -54,6 +57,7 @@ mod test_provider;
 pub use conformance::{racing_writers, store_conformance};
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
 pub use faulty::FaultyCoordinator;
+pub use faulty_store::FaultyStore;
 pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
 pub use mongo_server::MongoServer;
 pub use redis_server::{RedisCluster, RedisServer};

@@ -1,0 +1,227 @@
+//! A store wrapper whose checkpoint writes can be slowed down, hung or failed, for fault tests
+//! on any backend.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use botmesh_traits::{
+    CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
+    InboxAppend, InboxRecord, LeaseGrant, Result, Store, StoreCapabilities, async_trait,
+};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Wraps any [`Store`] so a test can disturb its checkpoint writes the way a network does.
+///
+/// - [`delay_checkpoint_writes`](Self::delay_checkpoint_writes): each write lands `delay`
+///   after it was sent, whether or not the caller still waits for the reply, as a command
+///   already on the wire does.
+/// - [`hang_checkpoint_writes`](Self::hang_checkpoint_writes): the next writes never land and
+///   never answer, as on a connection that went silent.
+/// - [`fail_checkpoint_writes`](Self::fail_checkpoint_writes): the next writes fail with a
+///   store error without landing.
+///
+/// Every other method goes straight to the wrapped store. [`landed`](Self::landed) lists when
+/// each checkpoint write (and clear) reached the wrapped store.
+pub struct FaultyStore {
+    inner: Arc<dyn Store>,
+    delay: Mutex<Option<Duration>>,
+    hang: AtomicU32,
+    fail: AtomicU32,
+    landed: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl std::fmt::Debug for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyStore")
+            .field("delay", &*lock(&self.delay))
+            .field("hang", &self.hang)
+            .field("fail", &self.fail)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FaultyStore {
+    /// Wraps `inner`, healthy.
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        Self {
+            inner,
+            delay: Mutex::new(None),
+            hang: AtomicU32::new(0),
+            fail: AtomicU32::new(0),
+            landed: Arc::default(),
+        }
+    }
+
+    /// Makes every later checkpoint write land `delay` after it is sent (`None`: at once).
+    pub fn delay_checkpoint_writes(&self, delay: impl Into<Option<Duration>>) {
+        *lock(&self.delay) = delay.into();
+    }
+
+    /// Makes the next `count` checkpoint writes hang: they never land and never answer.
+    pub fn hang_checkpoint_writes(&self, count: u32) {
+        self.hang.store(count, Ordering::SeqCst);
+    }
+
+    /// Makes the next `count` checkpoint writes fail without landing.
+    pub fn fail_checkpoint_writes(&self, count: u32) {
+        self.fail.store(count, Ordering::SeqCst);
+    }
+
+    /// When each checkpoint write or clear reached the wrapped store, in order.
+    pub fn landed(&self) -> Vec<Instant> {
+        lock(&self.landed).clone()
+    }
+
+    fn take(counter: &AtomicU32) -> bool {
+        counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    }
+
+    /// Sends a checkpoint write through the configured fault.
+    async fn write<T, F>(&self, op: &'static str, write: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        if Self::take(&self.fail) {
+            return Err(Error::store(op, "the test failed this write"));
+        }
+        if Self::take(&self.hang) {
+            return std::future::pending().await;
+        }
+        let delay = *lock(&self.delay);
+        let landed = Arc::clone(&self.landed);
+        let (tx, rx) = oneshot::channel();
+        // On the wire: it lands even if the caller stops waiting for the reply.
+        tokio::spawn(async move {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            let result = write.await;
+            lock(&landed).push(Instant::now());
+            let _ = tx.send(result);
+        });
+        rx.await.unwrap_or_else(|_| Err(Error::store(op, "the write task ended")))
+    }
+}
+
+#[async_trait]
+impl Store for FaultyStore {
+    fn capabilities(&self) -> StoreCapabilities {
+        self.inner.capabilities()
+    }
+
+    async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
+        self.inner.upsert_chat(chat).await
+    }
+
+    async fn get_chat(&self, id: &ChatId) -> Result<Option<ChatRecord>> {
+        self.inner.get_chat(id).await
+    }
+
+    async fn get_user_data(&self, key: &str) -> Result<Option<String>> {
+        self.inner.get_user_data(key).await
+    }
+
+    async fn set_user_data(&self, key: &str, data: &str) -> Result<()> {
+        self.inner.set_user_data(key, data).await
+    }
+
+    async fn get_checkpoint(&self, key: &str) -> Result<Option<CheckpointRecord>> {
+        self.inner.get_checkpoint(key).await
+    }
+
+    async fn set_checkpoint(&self, key: &str, write: &CheckpointWrite) -> Result<u64> {
+        let (inner, key, write) = (Arc::clone(&self.inner), key.to_owned(), write.clone());
+        self.write("set_checkpoint", async move { inner.set_checkpoint(&key, &write).await }).await
+    }
+
+    async fn clear_checkpoint(&self, key: &str) -> Result<()> {
+        let (inner, key) = (Arc::clone(&self.inner), key.to_owned());
+        self.write("clear_checkpoint", async move { inner.clear_checkpoint(&key).await }).await
+    }
+
+    async fn set_checkpoint_if(
+        &self,
+        key: &str,
+        write: &CheckpointWrite,
+        expected: Option<u64>,
+    ) -> Result<CasOutcome> {
+        let (inner, key, write) = (Arc::clone(&self.inner), key.to_owned(), write.clone());
+        self.write("set_checkpoint_if", async move {
+            inner.set_checkpoint_if(&key, &write, expected).await
+        })
+        .await
+    }
+
+    async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool> {
+        let (inner, key) = (Arc::clone(&self.inner), key.to_owned());
+        self.write(
+            "clear_checkpoint_if",
+            async move { inner.clear_checkpoint_if(&key, expected).await },
+        )
+        .await
+    }
+
+    async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
+        self.inner.acquire_lock_fenced(key, ttl).await
+    }
+
+    async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
+        self.inner.renew_lock(key, token, ttl).await
+    }
+
+    async fn release_lock(&self, key: &str, token: &str) -> Result<bool> {
+        self.inner.release_lock(key, token).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<LeaseGrant>> {
+        self.inner.acquire_lease(name, holder, ttl).await
+    }
+
+    async fn renew_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool> {
+        self.inner.renew_lease(name, holder, ttl).await
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<bool> {
+        self.inner.release_lease(name, holder).await
+    }
+
+    async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
+        self.inner.inbox_append(record, retain).await
+    }
+
+    async fn inbox_ack(&self, id: &str) -> Result<()> {
+        self.inner.inbox_ack(id).await
+    }
+
+    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
+        self.inner.inbox_get(id).await
+    }
+
+    async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
+        self.inner.inbox_pending(limit).await
+    }
+
+    async fn inbox_pending_for(&self, key: &str, limit: usize) -> Result<Vec<InboxRecord>> {
+        self.inner.inbox_pending_for(key, limit).await
+    }
+
+    async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
+        self.inner.inbox_claim(id, from, to).await
+    }
+
+    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
+        self.inner.outbox_claim(key, ttl).await
+    }
+}
