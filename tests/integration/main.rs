@@ -12,6 +12,7 @@ mod dispatch;
 mod flows;
 mod handover;
 mod persistence;
+mod promises_defaults;
 mod promises_handover;
 mod redis_faults;
 mod replicas;
