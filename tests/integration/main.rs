@@ -14,6 +14,7 @@ mod handover;
 mod persistence;
 mod promises_defaults;
 mod promises_handover;
+mod promises_transport;
 mod redis_faults;
 mod replicas;
 mod resume;
