@@ -21,5 +21,6 @@ mod resume;
 mod robustness;
 mod scheduler;
 mod shop;
+mod stop;
 mod stores;
 mod support;

@@ -9,7 +9,7 @@ use botmesh_core::{
     Ask, Bot, BotBuilder, BotError, Capabilities, CheckpointWrite, EndReason, Error, ErrorKind,
     Event, Flow, HandoverOutcome, LeaseLostReason, Outbound, Step, Trigger,
 };
-use botmesh_testing::{FaultyCoordinator, TestProvider};
+use botmesh_testing::{FaultyCoordinator, FaultyStore, TestProvider};
 use tokio::time::Instant;
 
 use crate::backends::{Backend, Memory, Redis};
@@ -28,6 +28,7 @@ on_both_backends!(
     a_refused_checkpoint_write_ends_the_conversation_as_superseded,
     a_stale_timer_is_dropped_without_messaging_the_user_or_clearing_the_new_owner_s_checkpoint,
     a_step_running_past_settle_is_cut_short_keeping_its_checkpoint,
+    a_checkpoint_write_on_the_wire_when_settle_cuts_the_step_lands_before_the_next_holder_starts,
     a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes,
     a_leader_whose_transport_stays_down_steps_down_for_a_standby,
     shared_sessions_run_on_every_replica,
@@ -396,6 +397,56 @@ async fn a_step_running_past_settle_is_cut_short_keeping_its_checkpoint(backend:
     // The cut step had its first answer already, recorded in the checkpoint: b feeds it that
     // answer instead of asking again, and does not take "hello" for it.
     assert!(b.provider.texts_to("c").is_empty(), "b asked nothing: {:?}", b.provider.sent());
+}
+
+async fn a_checkpoint_write_on_the_wire_when_settle_cuts_the_step_lands_before_the_next_holder_starts(
+    backend: &impl Backend,
+) {
+    // The step works for 900 ms, then asks: its parked checkpoint is sent at 900 ms and lands
+    // 600 ms later, after settle (1 s) cut the step.
+    let flow = || {
+        Flow::new("slow").trigger(Trigger::keyword("go")).persistent().do_step(
+            "work",
+            |c| async move {
+                c.sleep(Duration::from_millis(900)).await;
+                let m = c.ask("Next?").await?;
+                c.send(format!("got {}", m.body)).await?;
+                Ok::<_, BotError>(Step::Next)
+            },
+        )
+    };
+    let store = Arc::new(FaultyStore::new(backend.store()));
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let a_bot = {
+        let store = Arc::clone(&store);
+        move |b: BotBuilder| b.store(store).flow(flow())
+    };
+    let started: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let b_bot = {
+        let started = Arc::clone(&started);
+        move |b: BotBuilder| {
+            b.flow(flow()).on(move |e| {
+                if matches!(e, Event::ConversationStarted { .. }) {
+                    started.lock().unwrap().push(Instant::now());
+                }
+            })
+        }
+    };
+    let a = replica(backend, "a", TestProvider::new(), settle, a_bot).await;
+    let b = replica(backend, "b", TestProvider::new(), settle, b_bot).await;
+    a.provider.say("c", "go");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    store.delay_checkpoint_writes(Duration::from_millis(600));
+    tokio::time::sleep(Duration::from_millis(650)).await;
+    b.provider.say("c", "hi");
+    b.provider.settled(&b.bot).await;
+    a.provider.settled(&a.bot).await;
+    let landed = *store.landed().last().unwrap();
+    let b_started = started.lock().unwrap()[0];
+    assert!(landed <= b_started, "a's write landed {:?} after b began", landed - b_started);
+    assert_eq!(a.provider.texts_to("c"), ["Next?"]);
+    // b found the flow parked where a's last write said, and took "hi" as the answer.
+    assert_eq!(b.provider.texts_to("c"), ["got hi"]);
 }
 
 /// Waits until `r` reported standing by for its exclusive transport.

@@ -419,6 +419,13 @@ impl Coordination for Runtime {
         Ok(Arc::new(HeldTurn { key, grant, epoch, state: Arc::clone(state) }))
     }
 
+    async fn withdraw(&self, ticket: Ticket) {
+        if let Err(e) = self.state.coordinator.cancel_ticket(&ticket).await {
+            // The backend skips it once this replica's lease runs out.
+            tracing::warn!(target: "botmesh", key = %ticket.key, error = %e, "withdrawing a ticket failed");
+        }
+    }
+
     async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions) {
         let state = &self.state;
         let Some(grant) = lock(&state.held).remove(turn.key()) else { return };

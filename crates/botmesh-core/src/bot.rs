@@ -73,6 +73,16 @@ impl Shared {
         outbox: Option<String>,
     ) -> Result<SendReceipt> {
         turn.check()?;
+        turn.effect(self.send_once_checked(turn, message, outbox)).await
+    }
+
+    /// [`Shared::send_once`] once the turn was checked.
+    async fn send_once_checked(
+        &self,
+        turn: &TurnSlot,
+        message: &Outbound,
+        outbox: Option<String>,
+    ) -> Result<SendReceipt> {
         let (Some(key), Some(durability)) = (outbox, &self.durability) else {
             return self.send(message).await;
         };
@@ -486,8 +496,11 @@ impl BotInner {
             while let Some(event) = stream.next().await {
                 match event {
                     ProviderEvent::Message(m) => {
-                        // Refusals are reported as events by the dispatcher itself.
-                        let _ = dispatcher.dispatch(m);
+                        let key = m.key();
+                        // Refused: the bot is closed. The dispatcher reports its other refusals.
+                        if let Err(e @ BotError::NotRunning) = dispatcher.dispatch(m) {
+                            events.events.error(Some(&key), e);
+                        }
                     }
                     ProviderEvent::Status(status) => {
                         events
@@ -678,24 +691,46 @@ impl Bot {
         self.inner.shared.events.emit(event);
     }
 
-    /// Stops the transport, lets every chat finish the messages already queued, and waits for
-    /// them. Conversations waiting for an answer end with [`EndReason::Stopped`](crate::EndReason);
-    /// persistent checkpoints stay in the store. Under coordination, leaderships are given up
-    /// and heartbeats stop last.
+    /// Stops the bot without losing what it took.
+    ///
+    /// 1. Messages handed in from outside ([`Bot::dispatch`], [`Bot::accept`]) are refused from
+    ///    now on, so a webhook sender delivers them to another replica.
+    /// 2. Every chat finishes the messages already queued, with the transport still up so that
+    ///    their replies go out. Under coordination this drain is bounded by `settle`; what is
+    ///    left then is handed back (its tickets withdrawn, its journaled messages released for
+    ///    the chats' next holders) and a step still running is cut short as at `settle`.
+    /// 3. The transport stops, and only then, under coordination, its leadership is given up,
+    ///    so an exclusive transport never runs on two replicas; heartbeats stop last.
+    ///
+    /// Conversations waiting for an answer end with [`EndReason::Stopped`](crate::EndReason);
+    /// persistent checkpoints stay in the store. Nothing is sent for this bot once `stop`
+    /// returned. A message its transport delivers while it drains is queued as usual; one
+    /// that could not be handled in time is reported as [`BotError::Unhandled`] unless the
+    /// journal keeps it for another replica.
     pub async fn stop(&self) -> Result<()> {
         let shared = &self.inner.shared;
+        let dispatcher = &self.inner.dispatcher;
         self.inner.stopping.store(true, Ordering::SeqCst);
         if let Ok(mut tasks) = self.inner.job_tasks.lock() {
             for task in tasks.drain(..) {
                 task.abort();
             }
         }
+        match shared.coordination.as_ref().map(|c| c.settle()) {
+            Some(settle) => {
+                if tokio::time::timeout(settle, dispatcher.wait_idle()).await.is_err() {
+                    dispatcher.hand_back_rest();
+                }
+            }
+            None => dispatcher.wait_idle().await,
+        }
         let stopped = self.inner.stop_transport().await;
+        // Whatever is still queued cannot be answered here any more.
+        dispatcher.hand_back_rest();
+        dispatcher.close();
+        dispatcher.drained().await;
         if let Some(coordination) = &shared.coordination {
             coordination.step_down().await;
-        }
-        self.inner.dispatcher.close().await;
-        if let Some(coordination) = &shared.coordination {
             coordination.stop().await;
         }
         shared.events.emit(Event::Stopped);
@@ -724,7 +759,16 @@ impl Bot {
     /// Hands a message to the bot directly, as a webhook endpoint does. Returns `false` when it
     /// was dropped as a duplicate.
     pub fn dispatch(&self, message: Inbound) -> Result<bool> {
+        self.refuse_when_stopping()?;
         self.inner.dispatcher.dispatch(message).map(|a| a == Accepted::Queued)
+    }
+
+    /// Refuses messages handed in from outside once [`Bot::stop`] began.
+    fn refuse_when_stopping(&self) -> Result<()> {
+        match self.inner.stopping.load(Ordering::SeqCst) {
+            true => Err(BotError::NotRunning),
+            false => Ok(()),
+        }
     }
 
     /// Hands a message to the bot as a webhook endpoint does, and waits until the sender may
@@ -737,6 +781,7 @@ impl Bot {
     /// running): answer with an error status so that the sender delivers it again. Unlike [`Bot::dispatch`], a message acknowledged after `accept`
     /// survives this process dying when durability is on.
     pub async fn accept(&self, message: Inbound) -> Result<bool> {
+        self.refuse_when_stopping()?;
         self.inner.dispatcher.accept(message).await.map(|a| a == Accepted::Queued)
     }
 

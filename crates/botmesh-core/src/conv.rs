@@ -800,20 +800,22 @@ impl ConvCtx {
         let store = &self.inner.shared.store;
         let key = self.inner.key.as_str();
         let write = CheckpointWrite::new(data).with_ttl(ttl);
-        let revision = if self.inner.shared.cas_checkpoints {
-            let expected = self.st().revision;
-            match store.set_checkpoint_if(key, &write, expected).await? {
-                CasOutcome::Written { revision } => revision,
-                _ => {
-                    return Err(Error::LeaseLost {
-                        key: key.to_owned(),
-                        reason: LeaseLostReason::Superseded,
-                    }
-                    .into());
+        let expected = self.st().revision;
+        let written = self
+            .inner
+            .turn
+            .effect(async {
+                if self.inner.shared.cas_checkpoints {
+                    store.set_checkpoint_if(key, &write, expected).await
+                } else {
+                    let revision = store.set_checkpoint(key, &write).await?;
+                    Ok(CasOutcome::Written { revision })
                 }
-            }
-        } else {
-            store.set_checkpoint(key, &write).await?
+            })
+            .await?;
+        let CasOutcome::Written { revision } = written else {
+            let reason = LeaseLostReason::Superseded;
+            return Err(Error::LeaseLost { key: key.to_owned(), reason }.into());
         };
         self.st().revision = Some(revision);
         Ok(())
@@ -825,12 +827,17 @@ impl ConvCtx {
         let Some(revision) = self.st().revision else { return Ok(()) };
         self.alive()?;
         self.inner.turn.check()?;
-        let store = &self.inner.shared.store;
-        if self.inner.shared.cas_checkpoints {
-            store.clear_checkpoint_if(self.inner.key.as_str(), revision).await?;
-        } else {
-            store.clear_checkpoint(self.inner.key.as_str()).await?;
-        }
+        let (store, key) = (&self.inner.shared.store, self.inner.key.as_str());
+        self.inner
+            .turn
+            .effect(async {
+                if self.inner.shared.cas_checkpoints {
+                    store.clear_checkpoint_if(key, revision).await.map(drop)
+                } else {
+                    store.clear_checkpoint(key).await
+                }
+            })
+            .await?;
         self.st().revision = None;
         Ok(())
     }

@@ -4,9 +4,11 @@
 //! implements them over any [`Coordinator`](botmesh_traits::Coordinator) backend. A bot built
 //! without coordination never touches them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use botmesh_traits::{ChatKey, Error, ReleaseOptions, Ticket, TransportStatus, async_trait};
 
@@ -95,6 +97,11 @@ pub trait Coordination: Send + Sync + 'static {
     /// `CoordinationUnavailable` (and withdraws the ticket) when it does not come.
     async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error>;
 
+    /// Withdraws a ticket this replica will not use (the bot is stopping and hands its queued
+    /// messages back): the chat's next ticket is not held up, and its holder is told this
+    /// replica was passed over. A ticket already granted is given back.
+    async fn withdraw(&self, ticket: Ticket);
+
     /// When this replica last gave its leases up because it stalled, if it ever did. Its
     /// queued tickets may have been passed over since, and their messages taken over by
     /// another replica.
@@ -118,41 +125,101 @@ pub trait Coordination: Send + Sync + 'static {
 }
 
 /// The turn a chat's worker holds right now, shared with the contexts of that chat so that
-/// their sends and checkpoint writes are fenced.
+/// their sends and checkpoint writes are fenced, and so that the worker can let the effects
+/// already on the wire finish before it gives the turn up.
 #[derive(Default)]
-pub(crate) struct TurnSlot(Mutex<Option<Arc<dyn Turn>>>, AtomicBool);
+pub(crate) struct TurnSlot {
+    turn: Mutex<Option<Arc<dyn Turn>>>,
+    /// The message handled now is handled for the first time (journaled by this very job).
+    first: AtomicBool,
+    /// The job running under the turn was cut short (at `settle`, or by a stop): no new effect
+    /// may start under it.
+    cut: AtomicBool,
+    /// Effects (sends, checkpoint writes) started and not finished.
+    in_flight: AtomicUsize,
+    /// Woken when the last effect in flight finishes.
+    idle: Notify,
+}
+
+/// Counts an effect as in flight until it finishes or is dropped.
+struct InFlight<'a>(&'a TurnSlot);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
 
 impl TurnSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<dyn Turn>>> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Says whether the message handled now is handled for the first time (journaled by this
     /// very job), as opposed to taken over, replayed or retried.
     pub(crate) fn set_first_attempt(&self, first: bool) {
-        self.1.store(first, Ordering::SeqCst);
+        self.first.store(first, Ordering::SeqCst);
     }
 
     /// See [`TurnSlot::set_first_attempt`].
     pub(crate) fn first_attempt(&self) -> bool {
-        self.1.load(Ordering::SeqCst)
+        self.first.load(Ordering::SeqCst)
     }
 
     pub(crate) fn set(&self, turn: Option<Arc<dyn Turn>>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = turn;
+        *self.lock() = turn;
     }
 
     pub(crate) fn take(&self) -> Option<Arc<dyn Turn>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+        self.lock().take()
     }
 
     /// The fence of the turn held now, if any.
     pub(crate) fn fence(&self) -> Option<u64> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|t| t.fence())
+        self.lock().as_ref().map(|t| t.fence())
     }
 
     /// `Ok` outside a turn (no coordination, or work running after its turn, such as a
-    /// background task), else the turn's own check.
+    /// background task), else the turn's own check; refused once the job was cut short.
     pub(crate) fn check(&self) -> Result<(), Error> {
-        match &*self.0.lock().unwrap_or_else(PoisonError::into_inner) {
+        match &*self.lock() {
+            Some(turn) if self.is_cut() => Err(Error::LeaseLost {
+                key: turn.key().to_string(),
+                reason: botmesh_traits::LeaseLostReason::Released,
+            }),
             Some(turn) => turn.check(),
             None => Ok(()),
+        }
+    }
+
+    /// Marks the job running under the turn as cut short (or not, for the next job).
+    pub(crate) fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+    }
+
+    /// Whether the job running under the turn was cut short.
+    pub(crate) fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::SeqCst)
+    }
+
+    /// Runs an effect (a send, a checkpoint write) counted as in flight: a job cut short lets
+    /// it finish before the turn goes, so it cannot land after the next holder started.
+    pub(crate) async fn effect<F: Future>(&self, effect: F) -> F::Output {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let _counted = InFlight(self);
+        effect.await
+    }
+
+    /// Waits until no effect is in flight.
+    pub(crate) async fn effects_done(&self) {
+        loop {
+            let idle = self.idle.notified();
+            if self.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
         }
     }
 }

@@ -271,6 +271,10 @@ pub(crate) struct Dispatcher {
     idle: Notify,
     workers: AtomicUsize,
     workers_done: Notify,
+    /// Set when a stopping bot ran out of time to drain: queued jobs are handed back instead of
+    /// run, and running ones are cut short.
+    handing_back: AtomicBool,
+    hand_back: Notify,
     /// How many times each journaled message failed on a backend or the transport here.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -290,11 +294,14 @@ impl Dispatcher {
             idle: Notify::new(),
             workers: AtomicUsize::new(0),
             workers_done: Notify::new(),
+            handing_back: AtomicBool::new(false),
+            hand_back: Notify::new(),
             failures: Mutex::default(),
         }
     }
 
     pub(crate) fn open(&self) {
+        self.handing_back.store(false, Ordering::SeqCst);
         self.closed.store(false, Ordering::SeqCst);
     }
 
@@ -471,16 +478,40 @@ impl Dispatcher {
         }
     }
 
-    /// Stops taking messages, lets every worker finish its queue, and waits for them.
-    pub(crate) async fn close(&self) {
-        {
-            let mut chats = lock(&self.chats);
-            self.closed.store(true, Ordering::SeqCst);
-            chats.clear();
-        }
+    /// Stops taking messages; every worker goes on with what its chat queued, then ends.
+    pub(crate) fn close(&self) {
+        let mut chats = lock(&self.chats);
+        self.closed.store(true, Ordering::SeqCst);
+        chats.clear();
+    }
+
+    /// Waits until every worker finished its queue and ended (after [`Dispatcher::close`]).
+    pub(crate) async fn drained(&self) {
         loop {
             let notified = self.workers_done.notified();
             if self.workers.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Gives up draining: queued jobs are handed back to the chats' next holders instead of
+    /// run, and the running ones are cut short as at `settle`.
+    pub(crate) fn hand_back_rest(&self) {
+        self.handing_back.store(true, Ordering::SeqCst);
+        self.hand_back.notify_waiters();
+    }
+
+    fn handing_back(&self) -> bool {
+        self.handing_back.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once [`Dispatcher::hand_back_rest`] was called.
+    async fn handing_back_now(&self) {
+        loop {
+            let notified = self.hand_back.notified();
+            if self.handing_back() {
                 return;
             }
             notified.await;
@@ -755,6 +786,9 @@ impl Worker {
     /// durability, then acknowledges its message or queues it again.
     async fn run_job(&mut self, mut job: Job) {
         let shared = Arc::clone(self.shared());
+        if self.disp.handing_back() {
+            return self.hand_back_job(job).await;
+        }
         if matches!(job.journal, Journal::Pending) {
             // Without coordination there is no ticketer: journal here, before anything runs.
             journal_jobs(&shared, std::slice::from_mut(&mut job)).await;
@@ -859,6 +893,38 @@ impl Worker {
         self.finish(turn, ack, used, hand_back).await;
     }
 
+    /// Hands back a job a stopping bot has no time left for: its ticket is withdrawn and its
+    /// journaled message released, so the chat's next holder (on another replica) takes it
+    /// over first. A message without the journal is reported as not handled; a sender still
+    /// waiting in [`Dispatcher::accept`] is told to deliver it again.
+    async fn hand_back_job(&mut self, mut job: Job) {
+        if let Some(tx) = job.accepted.take() {
+            let _ = tx.send(Err(BotError::NotRunning));
+        }
+        let Job { work, ticket, journal, .. } = job;
+        match journal {
+            Journal::Recorded { id, .. } => self.not_run(&work, Some(&id)).await,
+            Journal::Off | Journal::Pending => self.not_run(&work, None).await,
+            // Its sender delivers it again, or another replica has it.
+            Journal::Duplicate | Journal::Refused | Journal::Elsewhere => {}
+        }
+        if let (Some(Ok(ticket)), Some(coordination)) = (ticket, &self.shared().coordination) {
+            coordination.withdraw(ticket).await;
+        }
+    }
+
+    /// Leaves a job's message to the chat's next holder: released when it is journaled under
+    /// `id`, else reported as not handled (nothing keeps it).
+    async fn not_run(&mut self, work: &Work, id: Option<&str>) {
+        match (id, work) {
+            (Some(id), _) => self.hand_back(id).await,
+            (None, Work::Message(m)) => {
+                self.report(BotError::Unhandled { key: self.key.clone(), id: m.id.clone() });
+            }
+            (None, Work::Timer { .. } | Work::TakeOver { .. }) => {}
+        }
+    }
+
     /// Waits for the job's turn under coordination (`Ok(None)` without it) and makes it the
     /// chat's current one, dropping a conversation held in memory if another replica had the
     /// chat since. `Err` when the turn could not be had: the job's message is handed back, a
@@ -873,7 +939,19 @@ impl Worker {
         let (Some(ticket), Some(coordination)) = (ticket, &shared.coordination) else {
             return Ok(None);
         };
-        let turn = match async { coordination.acquire(ticket?).await }.await {
+        let acquired = match ticket {
+            Ok(ticket) => tokio::select! {
+                acquired = coordination.acquire(ticket.clone()) => acquired,
+                // A stopping bot that ran out of time does not wait for turns any more.
+                () = self.disp.handing_back_now() => {
+                    coordination.withdraw(ticket).await;
+                    self.not_run(work, recorded.map(|r| r.id.as_str())).await;
+                    return Err(());
+                }
+            },
+            Err(e) => Err(e),
+        };
+        let turn = match acquired {
             Ok(turn) => turn,
             Err(e) => {
                 if let Some(recorded) = recorded {
@@ -960,21 +1038,45 @@ impl Worker {
         let settle = self.shared().coordination.as_ref().map(|c| c.settle());
         self.cut = false;
         self.faulted = false;
-        let run = self.work(work, changed_hands);
-        match settle {
-            Some(settle) => match tokio::time::timeout(settle, run).await {
-                Ok(used) => used,
-                Err(_) => {
-                    if let Some(active) = self.active.take() {
-                        // The step outlived `settle`: stop it, keeping its checkpoint, before
-                        // the turn goes to whoever is next.
-                        self.end(active, EndReason::Suspended).await;
+        let Some(settle) = settle else { return self.work(work, changed_hands).await };
+        let (slot, disp) = (Arc::clone(&self.turn), Arc::clone(&self.disp));
+        slot.set_cut(false);
+        let finished = {
+            let run = self.work(work, changed_hands);
+            tokio::pin!(run);
+            tokio::select! {
+                used = &mut run => Some(used),
+                () = async {
+                    tokio::select! {
+                        () = tokio::time::sleep(settle) => {}
+                        () = disp.handing_back_now() => {}
                     }
-                    true
+                } => {
+                    // Cut short: nothing new may start under the turn. A send or checkpoint
+                    // write already on the wire finishes first (bounded by `settle` again), so
+                    // it cannot land after the next holder started.
+                    slot.set_cut(true);
+                    let on_the_wire = async {
+                        tokio::select! {
+                            // It ended on its own meanwhile, and saw the cut.
+                            used = &mut run => Some(used),
+                            () = slot.effects_done() => None,
+                        }
+                    };
+                    tokio::time::timeout(settle, on_the_wire).await.ok().flatten()
                 }
-            },
-            None => run.await,
+            }
+        };
+        if finished.is_none() {
+            match self.active.take() {
+                // The step outlived `settle`: stop it, keeping its checkpoint, before the turn
+                // goes to whoever is next.
+                Some(active) => self.end(active, EndReason::Suspended).await,
+                // A handler or a hook did not finish: its message is not done.
+                None => self.cut = true,
+            }
         }
+        finished.unwrap_or(true)
     }
 
     /// The chat's journaled messages left unfinished by the incarnations a grant passed over
@@ -1365,6 +1467,8 @@ impl Worker {
                 Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), Some(slot));
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
                 Ok(Ok(())) => {}
+                // Cut short under it: its message is not done, and the handler is not to blame.
+                Ok(Err(_)) if self.turn.is_cut() => self.cut = true,
                 Ok(Err(source)) => {
                     self.faulted |= infrastructure(&source);
                     self.report(BotError::Handler { key: self.key.clone(), source });
@@ -1536,6 +1640,12 @@ impl Worker {
                 Driven::Exited(out) => out,
             };
             let Some(active) = self.active.take() else { return };
+            if self.turn.is_cut() {
+                // Cut short while it ran: whatever it returned, it stops where its checkpoint
+                // says, for whoever holds the chat next.
+                self.end(active, EndReason::Suspended).await;
+                return;
+            }
             if let Some(kept) = active.ctx.link().take_message() {
                 self.leftover = Some(kept);
             }

@@ -28,6 +28,15 @@ pub enum BotError {
         /// How many times it was handled.
         attempts: u32,
     },
+    /// A message was still queued when the bot stopped and ran out of time to handle it;
+    /// without durability nothing keeps it for another replica.
+    #[error("message {id} of {key} was not handled: the bot stopped")]
+    Unhandled {
+        /// The chat.
+        key: ChatKey,
+        /// The message id.
+        id: MessageId,
+    },
     /// A handler, hook or conversation returned an error. `source` is the user's own error,
     /// which can be downcast.
     #[error("handler failed in {key}")]

@@ -1,0 +1,139 @@
+//! A graceful stop: what is queued is answered before the transport goes, on one process and
+//! on two replicas, and nothing is sent once `stop` returned.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use botmesh_coord::CoordinationConfig;
+use botmesh_core::{Bot, BotBuilder, BotError, Durability, Inbound, Outbound};
+
+use crate::backends::{Backend, Memory, Redis};
+use crate::replicas::replica;
+use crate::support::builder;
+
+on_both_backends!(
+    a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_one_exactly_once,
+);
+
+const CHATS: usize = 10;
+const PER_CHAT: usize = 5;
+
+/// The 50 messages of the scenario: five per chat, numbered in order.
+fn messages(provider: &str) -> Vec<Inbound> {
+    (0..CHATS)
+        .flat_map(|chat| {
+            (0..PER_CHAT).map(move |i| {
+                Inbound::text(
+                    provider,
+                    format!("{chat}-{i}"),
+                    format!("c{chat}"),
+                    format!("{chat}-{i}"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// A handler that works for `work`, then replies `<name> did <body>`.
+fn worker(name: &'static str, work: Duration) -> impl Fn(BotBuilder) -> BotBuilder + Copy {
+    move |b| {
+        b.on_message(move |ctx| async move {
+            tokio::time::sleep(work).await;
+            ctx.reply(format!("{name} did {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        })
+    }
+}
+
+/// Each message's body mapped to the replies it got, checking each chat's replies come in
+/// order.
+fn replies(sent: &[Outbound]) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for m in sent {
+        let body = m.text_body().unwrap();
+        let (_, message) = body.split_once(" did ").unwrap();
+        *counts.entry(message.to_owned()).or_default() += 1;
+        let (_, i) = message.split_once('-').unwrap();
+        let i: usize = i.parse().unwrap();
+        let previous = last.insert(m.chat.as_str().to_owned(), i);
+        assert!(previous.is_none_or(|p| p < i), "{} answered out of order: {sent:?}", m.chat);
+    }
+    counts
+}
+
+fn assert_each_answered_once(counts: &HashMap<String, usize>) {
+    for m in messages("test") {
+        let n = counts.get(m.content.text().unwrap()).copied().unwrap_or(0);
+        assert_eq!(n, 1, "message {} answered {n} times", m.id);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_answers_every_queued_message_once_and_sends_nothing_after_it_returned() {
+    let (b, provider, rec) = builder();
+    let bot: Bot = worker("a", Duration::from_millis(50))(b).build().unwrap();
+    bot.start().await.unwrap();
+    for m in messages("test") {
+        assert!(bot.dispatch(m).unwrap());
+    }
+    bot.stop().await.unwrap();
+    let at_return = provider.sent();
+    assert_each_answered_once(&replies(&at_return));
+    assert!(rec.errors().is_empty(), "{:?}", rec.errors());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(provider.sent_count(), at_return.len(), "nothing sent after stop returned");
+    assert!(
+        matches!(
+            bot.dispatch(Inbound::text("test", "late", "c0", "late")),
+            Err(BotError::NotRunning)
+        ),
+        "a stopped bot takes nothing new"
+    );
+}
+
+async fn a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_one_exactly_once(
+    backend: &impl Backend,
+) {
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
+    let durable =
+        |b: BotBuilder| b.durability(Durability::new().replay_every(Duration::from_millis(100)));
+    let work = Duration::from_millis(300);
+    let a = replica(backend, "a", botmesh_testing::TestProvider::new(), settle, move |b| {
+        worker("a", work)(durable(b))
+    })
+    .await;
+    let b = replica(backend, "b", botmesh_testing::TestProvider::new(), settle, move |b| {
+        worker("b", work)(durable(b))
+    })
+    .await;
+    // Every message is journaled and holds its ticket at a when the stop begins.
+    // Each chat's messages arrive in order; the chats arrive side by side.
+    let accepts: Vec<_> = messages("test")
+        .chunks(PER_CHAT)
+        .map(|chat| {
+            let (bot, chat) = (a.bot.clone(), chat.to_vec());
+            tokio::spawn(async move {
+                for m in chat {
+                    assert!(bot.accept(m).await.unwrap());
+                }
+            })
+        })
+        .collect();
+    for accepted in accepts {
+        accepted.await.unwrap();
+    }
+    a.bot.stop().await.unwrap();
+    let a_at_return = a.provider.sent();
+    assert!(!a_at_return.is_empty(), "a answered what it could before its transport went");
+    assert!(a_at_return.len() < CHATS * PER_CHAT, "settle ran out before a was done");
+    // b takes over what a handed back, in each chat's order.
+    b.provider.wait_sent(CHATS * PER_CHAT - a_at_return.len()).await;
+    b.provider.settled(&b.bot).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(a.provider.sent_count(), a_at_return.len(), "a sent nothing after stop returned");
+    let all = [a_at_return, b.provider.sent()].concat();
+    let counts = replies(&all);
+    assert_each_answered_once(&counts);
+    assert!(backend.store().inbox_pending(100).await.unwrap().is_empty(), "all acknowledged");
+}
