@@ -37,6 +37,7 @@ on_both_backends!(
     a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over,
     a_replica_whose_leases_lapsed_refuses_deliveries_until_it_renews,
     a_re_run_step_s_send_reaches_the_user_once,
+    a_reply_whose_send_failed_twice_goes_out_on_the_third_run,
     a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it,
     an_answer_no_checkpoint_holds_is_released_and_handled_before_the_next_message,
     limit_without_durability_a_re_run_step_sends_again,
@@ -371,6 +372,23 @@ async fn a_webhook_retry_delivered_to_a_second_replica_is_processed_once(backend
     assert_eq!(sent, ["echo pay me"], "handled on one replica only");
     let dup = |r: &Replica| r.rec.events().iter().any(|e| matches!(e, Event::Duplicate { .. }));
     assert!(dup(&a) || dup(&b), "the other one saw it as a duplicate");
+}
+
+async fn a_reply_whose_send_failed_twice_goes_out_on_the_third_run(backend: &impl Backend) {
+    // The platform refuses the reply twice: each run gives the message back, and the outbox
+    // entry it claimed with it, so the third run sends the reply instead of skipping it.
+    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| echo(durable(b))).await;
+    a.provider.fail_sends(2);
+    say(&a, "a1", "pay me");
+    let sent = tokio::time::timeout(Duration::from_secs(30), a.provider.wait_sent(1)).await;
+    assert!(sent.is_ok(), "the reply never went out: {:?}", a.rec.events());
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["echo pay me"]);
+    let skipped = a.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. }));
+    assert!(!skipped, "no run took the failed sends for done");
+    let failed = a.rec.errors().iter().filter(|e| e.to_string().contains("handler failed")).count();
+    assert_eq!(failed, 2, "{:?}", a.rec.errors());
+    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "acknowledged once sent");
 }
 
 /// Echoes, after an hour for "slow" on a slow replica.

@@ -89,19 +89,34 @@ impl Shared {
         let ttl = durability.outbox_ttl;
         // The send is claimed, then marked sent once it went out. Found claimed, it belongs to
         // an earlier run of the same step: that run sent it unless it stopped before the mark,
-        // in which case it goes out now (at least once, never lost).
+        // in which case it goes out now (at least once, never lost). A send the provider did
+        // not take gives its claim back, so the next run makes it.
         let sent = format!("{key}|sent");
-        if !self.outbox_claim(turn, &key, ttl).await?
-            && !self.outbox_claim(turn, &sent, ttl).await?
-        {
+        let claimed = if self.outbox_claim(turn, &key, ttl).await? {
+            key.clone()
+        } else if self.outbox_claim(turn, &sent, ttl).await? {
+            sent.clone()
+        } else {
             self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
             return Ok(SendReceipt::new(None));
-        }
+        };
         let message = message.clone().with_idempotency_key(key);
-        let receipt = self.send(&message).await?;
-        if let Err(e) = self.store.outbox_claim(&sent, ttl).await {
+        let chat = || botmesh_traits::ChatKey::new(message.chat.as_str());
+        let receipt = match self.send(&message).await {
+            Ok(receipt) => receipt,
+            Err(e) => {
+                if let Err(released) = self.store.outbox_release(&claimed).await {
+                    // Still claimed: the next run falls back on the sent mark.
+                    self.events.error(Some(&chat()), released.into());
+                }
+                return Err(e);
+            }
+        };
+        if claimed != sent
+            && let Err(e) = self.store.outbox_claim(&sent, ttl).await
+        {
             // Unmarked, a rerun of the step sends it again rather than never.
-            self.events.error(Some(&botmesh_traits::ChatKey::new(message.chat.as_str())), e.into());
+            self.events.error(Some(&chat()), e.into());
         }
         Ok(receipt)
     }

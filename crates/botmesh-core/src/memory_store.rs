@@ -349,4 +349,9 @@ impl Store for MemoryStore {
         g.outbox.insert(key.to_owned(), now + ttl);
         Ok(true)
     }
+
+    async fn outbox_release(&self, key: &str) -> Result<()> {
+        self.lock()?.outbox.remove(key);
+        Ok(())
+    }
 }

@@ -720,4 +720,9 @@ impl Store for MongoStore {
             .map_err(db(op))?;
         Ok(done.matched_count == 1)
     }
+
+    async fn outbox_release(&self, key: &str) -> Result<()> {
+        self.inner.outbox.delete_one(doc! { "_id": key }).await.map_err(db("outbox_release"))?;
+        Ok(())
+    }
 }

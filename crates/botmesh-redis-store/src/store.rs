@@ -430,6 +430,13 @@ impl Store for RedisStore {
             .map_err(|e| Error::store("outbox_claim", e))?;
         Ok(set.is_some())
     }
+
+    async fn outbox_release(&self, key: &str) -> Result<()> {
+        let key = &self.keys.entity("out", key);
+        idempotent(|| async move { self.conn().del::<_, ()>(key).await })
+            .await
+            .map_err(|e| Error::store("outbox_release", e))
+    }
 }
 
 impl RedisStore {

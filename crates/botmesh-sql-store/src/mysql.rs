@@ -604,4 +604,13 @@ impl Store for MySqlStore {
         .rows_affected();
         Ok(inserted == 1)
     }
+
+    async fn outbox_release(&self, key: &str) -> Result<()> {
+        sqlx::query("DELETE FROM botmesh_outbox WHERE `key` = ?")
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map_err(db("outbox_release"))?;
+        Ok(())
+    }
 }

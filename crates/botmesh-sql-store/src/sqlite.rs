@@ -544,4 +544,13 @@ impl Store for SqliteStore {
             .map_err(db("outbox_claim"))?;
         Ok(claimed.is_some())
     }
+
+    async fn outbox_release(&self, key: &str) -> Result<()> {
+        sqlx::query("DELETE FROM botmesh_outbox WHERE key = ?1")
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map_err(db("outbox_release"))?;
+        Ok(())
+    }
 }

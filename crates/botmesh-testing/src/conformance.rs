@@ -356,6 +356,9 @@ async fn outbox(store: &dyn Store, p: &str) {
     let held = format!("{p}:out-held");
     assert!(store.outbox_claim(&held, HELD).await.unwrap(), "the first send is claimed");
     assert!(!store.outbox_claim(&held, HELD).await.unwrap(), "the same send is claimed once");
+    store.outbox_release(&held).await.unwrap();
+    assert!(store.outbox_claim(&held, HELD).await.unwrap(), "a released send is claimed again");
+    store.outbox_release(&format!("{p}:out-never")).await.unwrap();
     let key = format!("{p}:out");
     assert!(store.outbox_claim(&key, TTL).await.unwrap());
     tokio::time::sleep(PAST_TTL).await;

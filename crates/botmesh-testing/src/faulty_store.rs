@@ -224,4 +224,8 @@ impl Store for FaultyStore {
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
         self.inner.outbox_claim(key, ttl).await
     }
+
+    async fn outbox_release(&self, key: &str) -> Result<()> {
+        self.inner.outbox_release(key).await
+    }
 }

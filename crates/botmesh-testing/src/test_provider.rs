@@ -1,6 +1,6 @@
 //! A provider driven by a test.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use botmesh_traits::{
@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use botmesh_core::Bot;
 use futures_util::Stream;
 use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
 
 /// A provider that a test drives: it injects what users say and reads what the bot sent.
 ///
@@ -35,6 +36,10 @@ struct Inner {
     /// Injected messages the bot has not yet taken from the stream.
     queued: AtomicUsize,
     drained: Notify,
+    /// How many of the next sends fail.
+    failing_sends: AtomicU32,
+    /// When the transport was started (open) and stopped (closed).
+    history: Mutex<Vec<(Instant, TransportStatus)>>,
 }
 
 impl Inner {
@@ -110,6 +115,8 @@ impl TestProvider {
                 starts: AtomicUsize::new(0),
                 queued: AtomicUsize::new(0),
                 drained: Notify::new(),
+                failing_sends: AtomicU32::new(0),
+                history: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -211,6 +218,18 @@ impl TestProvider {
         self.inner.starts.load(Ordering::SeqCst)
     }
 
+    /// When the bot started the transport ([`TransportStatus::Open`]) and stopped it
+    /// ([`TransportStatus::Closed`]), in order.
+    pub fn history(&self) -> Vec<(Instant, TransportStatus)> {
+        lock(&self.inner.history).clone()
+    }
+
+    /// Makes the next `count` sends fail with a provider error, as a platform that refuses
+    /// them would; the messages are not delivered.
+    pub fn fail_sends(&self, count: u32) {
+        self.inner.failing_sends.store(count, Ordering::SeqCst);
+    }
+
     fn set_status(&self, status: TransportStatus) {
         *lock(&self.inner.status) = status;
         if let Some(tx) = lock(&self.inner.tx).as_ref() {
@@ -233,6 +252,7 @@ impl Provider for TestProvider {
         let (tx, rx) = mpsc::unbounded_channel();
         *lock(&self.inner.tx) = Some(tx);
         self.inner.starts.fetch_add(1, Ordering::SeqCst);
+        lock(&self.inner.history).push((Instant::now(), TransportStatus::Open));
         self.set_status(TransportStatus::Open);
         Ok(Box::pin(Counted { rx, inner: Arc::clone(&self.inner), owed: false }))
     }
@@ -240,12 +260,17 @@ impl Provider for TestProvider {
     async fn stop(&self) -> Result<()> {
         *lock(&self.inner.status) = TransportStatus::Closed;
         lock(&self.inner.tx).take();
+        lock(&self.inner.history).push((Instant::now(), TransportStatus::Closed));
         Ok(())
     }
 
     async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
         if *lock(&self.inner.status) != TransportStatus::Open {
             return Err(Error::TransportClosed { provider: self.inner.id.clone() });
+        }
+        let failing = &self.inner.failing_sends;
+        if failing.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(Error::provider(&self.inner.id, "send", "the test failed this send"));
         }
         let id = {
             let mut sent = lock(&self.inner.sent);

@@ -440,4 +440,11 @@ pub trait Store: Send + Sync + 'static {
         let _ = (key, ttl);
         unsupported("outbox_claim")
     }
+
+    /// Forgets the send `key`: it was claimed, but the provider did not take it, so the next
+    /// run of the same step must make it. Forgetting a key that is not there is not an error.
+    async fn outbox_release(&self, key: &str) -> Result<()> {
+        let _ = key;
+        unsupported("outbox_release")
+    }
 }
