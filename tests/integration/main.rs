@@ -11,6 +11,7 @@ mod conversations;
 mod dispatch;
 mod flows;
 mod handover;
+mod leases;
 mod persistence;
 mod promises_defaults;
 mod promises_handover;

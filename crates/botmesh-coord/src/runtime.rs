@@ -34,15 +34,16 @@ struct State {
     given_up_at: Mutex<Option<Instant>>,
     /// Bumped when this replica gives its leases up locally: turns from an older epoch are lost.
     epoch: AtomicU64,
-    /// The turns held now, by chat key.
-    held: Mutex<HashMap<ChatKey, TurnGrant>>,
+    /// The turns held now, by chat key, each with whether its loss was reported already.
+    held: Mutex<HashMap<ChatKey, (TurnGrant, bool)>>,
     /// Releases that failed on the wire (with whether the turn was used), retried by the
     /// heartbeat loop.
     unreleased: Mutex<Vec<(TurnGrant, ReleaseOptions)>>,
     /// The transport leadership held now.
     leading: Mutex<Option<Leadership>>,
-    /// The leadership was given up locally: the election loop stops the transport.
-    transport_lost: AtomicBool,
+    /// Held while the transport is started or stopped for the leadership, so a stop after the
+    /// leadership was given up can never be overtaken by a start for it.
+    transport: tokio::sync::Mutex<()>,
     /// A resignation Redis did not confirm: retried before campaigning again.
     unresigned: Mutex<Option<Leadership>>,
     host: Mutex<Option<Arc<dyn Host>>>,
@@ -67,20 +68,42 @@ impl State {
         lock(&self.renewed_at).elapsed() > self.stall_after
     }
 
-    /// Gives every lease up locally: held turns become lost, the transport stops.
+    /// Gives every lease up locally: held turns become lost, the transport stops at once.
+    /// Called again while the replica stays stalled, it reports only the turns taken since:
+    /// one loss is one event.
     fn give_up(self: &Arc<Self>, reason: LeaseLostReason) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         *lock(&self.given_up_at) = Some(Instant::now());
-        let keys: Vec<ChatKey> = lock(&self.held).keys().cloned().collect();
-        for key in keys {
+        let newly_lost: Vec<ChatKey> = lock(&self.held)
+            .iter_mut()
+            .filter(|(_, (_, reported))| !*reported)
+            .map(|(key, (_, reported))| {
+                *reported = true;
+                key.clone()
+            })
+            .collect();
+        for key in newly_lost {
             self.emit(Event::LeaseLost { key: key.to_string(), reason });
         }
         if let Some(lead) = lock(&self.leading).take() {
             self.emit(Event::LeaseLost { key: lead.name.clone(), reason });
             self.emit(Event::Follower { name: lead.name, reason: "lost".to_owned() });
-            // The election loop stops the transport, so a stop cannot race a new start.
-            self.transport_lost.store(true, Ordering::SeqCst);
+            // Stopped now, not at the election loop's next pass: the lease may expire in the
+            // backend within a third of it, and a standby start the transport then.
+            let state = Arc::clone(self);
+            tokio::spawn(async move {
+                let Some(host) = state.host() else { return };
+                let _serial = state.transport.lock().await;
+                if let Err(e) = host.stop_transport().await {
+                    tracing::warn!(target: "botmesh", error = %e, "stopping the transport after losing its lease");
+                }
+            });
         }
+    }
+
+    /// Whether the transport leadership `lead` is still this replica's (not given up since).
+    fn leads(&self, lead: &Leadership) -> bool {
+        lock(&self.leading).as_ref().is_some_and(|l| l.fence == lead.fence)
     }
 }
 
@@ -150,7 +173,7 @@ impl Runtime {
                 held: Mutex::default(),
                 unreleased: Mutex::default(),
                 leading: Mutex::new(None),
-                transport_lost: AtomicBool::new(false),
+                transport: tokio::sync::Mutex::new(()),
                 unresigned: Mutex::new(None),
                 host: Mutex::new(None),
                 stopping: AtomicBool::new(false),
@@ -239,11 +262,6 @@ async fn election_loop(
         if state.stopping.load(Ordering::SeqCst) || state.stepped_down.load(Ordering::SeqCst) {
             return;
         }
-        if state.transport_lost.swap(false, Ordering::SeqCst)
-            && let Err(e) = host.stop_transport().await
-        {
-            tracing::warn!(target: "botmesh", error = %e, "stopping the transport after losing its lease");
-        }
         let unresigned = lock(&state.unresigned).clone();
         if let Some(lead) = unresigned {
             // Our leadership lives as long as our heartbeat: campaigning before the
@@ -263,7 +281,11 @@ async fn election_loop(
                     state.emit(Event::Leader { name: name.clone(), fence: lead.fence });
                     announced_standby = false;
                     down_since = None;
-                    if let Err(e) = host.start_transport().await {
+                    let _serial = state.transport.lock().await;
+                    // Given up meanwhile (a stall): its stop ran or waits behind this lock.
+                    if state.leads(&lead)
+                        && let Err(e) = host.start_transport().await
+                    {
                         tracing::warn!(target: "botmesh", error = %e, "starting the transport failed");
                     }
                 }
@@ -288,6 +310,7 @@ async fn election_loop(
                         reason: LeaseLostReason::Expired,
                     });
                     state.emit(Event::Follower { name: name.clone(), reason: "lost".to_owned() });
+                    let _serial = state.transport.lock().await;
                     if let Err(e) = host.stop_transport().await {
                         tracing::warn!(target: "botmesh", error = %e, "stopping the transport failed");
                     }
@@ -415,7 +438,7 @@ impl Coordination for Runtime {
             },
         };
         let key = ChatKey::from(grant.key.as_str());
-        lock(&state.held).insert(key.clone(), grant.clone());
+        lock(&state.held).insert(key.clone(), (grant.clone(), false));
         Ok(Arc::new(HeldTurn { key, grant, epoch, state: Arc::clone(state) }))
     }
 
@@ -428,7 +451,7 @@ impl Coordination for Runtime {
 
     async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions) {
         let state = &self.state;
-        let Some(grant) = lock(&state.held).remove(turn.key()) else { return };
+        let Some((grant, _)) = lock(&state.held).remove(turn.key()) else { return };
         if let Err(e) = state.coordinator.release_turn_with(&grant, &options).await {
             tracing::warn!(target: "botmesh", key = %turn.key(), error = %e, "release failed; retrying within lease / 3");
             lock(&state.unreleased).push((grant, options));

@@ -457,11 +457,14 @@ impl ConvCtx {
 
     /// Sends `prompt` and waits for the answer.
     ///
-    /// In a persistent flow the checkpoint records that the flow is parked on this question
-    /// before it waits. When a resumed flow was parked on this question, the message that woke
+    /// Fails with [`BotError::ConversationClosed`], sending nothing, once the conversation
+    /// ended. In a persistent flow the checkpoint records that the flow is parked on this
+    /// question before it waits. When a resumed flow was parked on this question, the message that woke
     /// it is returned here at once, without asking again; a `do` step resumed after it
     /// consumed answers gets those answers back, in order, from its earlier questions.
     pub async fn ask(&self, prompt: impl Into<String>) -> Result<Message> {
+        // Nobody can answer a conversation that ended: its prompt is not sent.
+        self.alive()?;
         let question = {
             let mut st = self.st();
             st.questions += 1;

@@ -17,7 +17,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use botmesh_traits::{
-    ChatKey, ChatRecord, Error, ErrorKind, Inbound, InboxRecord, InboxState, ReleaseOptions, Ticket,
+    ChatKey, ChatRecord, Error, ErrorKind, Inbound, InboxRecord, InboxState, LeaseLostReason,
+    ReleaseOptions, Ticket,
 };
 use futures_util::FutureExt;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -1469,6 +1470,9 @@ impl Worker {
                 Ok(Ok(())) => {}
                 // Cut short under it: its message is not done, and the handler is not to blame.
                 Ok(Err(_)) if self.turn.is_cut() => self.cut = true,
+                // The turn was lost under it, which was reported when it happened; the message
+                // goes to the next holder.
+                Ok(Err(source)) if lease_lost(&source) => {}
                 Ok(Err(source)) => {
                     self.faulted |= infrastructure(&source);
                     self.report(BotError::Handler { key: self.key.clone(), source });
@@ -1673,8 +1677,11 @@ impl Worker {
                     self.end(active, EndReason::Suspended).await;
                 }
                 Ok(Err(BotError::Contract(Error::LeaseLost { key, reason }))) => {
-                    self.shared().events.emit(Event::LeaseLost { key: key.clone(), reason });
-                    self.report(Error::LeaseLost { key, reason }.into());
+                    // A refused compare-and-set is news; a stalled turn the coordination runtime
+                    // reported when it gave it up. One loss, one event.
+                    if reason == LeaseLostReason::Superseded {
+                        self.shared().events.emit(Event::LeaseLost { key, reason });
+                    }
                     self.end(active, EndReason::LeaseLost).await;
                 }
                 Ok(Err(e)) => {
@@ -1744,11 +1751,9 @@ impl Worker {
         let keeps_checkpoint =
             matches!(reason, EndReason::Stopped | EndReason::Suspended | EndReason::LeaseLost);
         if !keeps_checkpoint && let Err(e) = ctx.clear_checkpoint().await {
-            match e {
-                BotError::Contract(Error::LeaseLost { key, reason }) => {
-                    self.shared().events.emit(Event::LeaseLost { key, reason });
-                }
-                e => self.report(e),
+            // A lost turn was reported when it was lost; the newer owner's row stays.
+            if e.as_contract().is_none_or(|e| e.kind() != ErrorKind::LeaseLost) {
+                self.report(e);
             }
         }
         // Clones of the context held elsewhere (a spawned task) may not act for it any more.
@@ -1759,6 +1764,16 @@ impl Worker {
     fn report(&self, error: BotError) {
         self.shared().events.error(Some(&self.key), error);
     }
+}
+
+/// Whether a handler failed because its turn was lost.
+fn lease_lost(source: &botmesh_traits::BoxError) -> bool {
+    let kind = source
+        .downcast_ref::<BotError>()
+        .and_then(BotError::as_contract)
+        .or_else(|| source.downcast_ref::<Error>())
+        .map(Error::kind);
+    kind == Some(ErrorKind::LeaseLost)
 }
 
 /// Whether a handler's error came from a backend or the transport rather than from the

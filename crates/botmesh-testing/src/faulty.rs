@@ -17,11 +17,17 @@ use botmesh_traits::{
 ///   replica's renewals cannot get through.
 /// - [`fail_heartbeats`](Self::fail_heartbeats): the next few heartbeats fail, as on a dropped
 ///   connection that reconnects at once.
+/// - [`fail_releases`](Self::fail_releases): the next few releases fail on the wire without
+///   reaching the backend.
+/// - [`delay_leadership`](Self::delay_leadership): campaign and resignation replies arrive
+///   late, as from a slow backend.
 #[derive(Debug)]
 pub struct FaultyCoordinator<C: ?Sized = dyn Coordinator> {
     crashed: AtomicBool,
     stalled: AtomicBool,
     failing_heartbeats: AtomicU32,
+    failing_releases: AtomicU32,
+    leadership_delay: std::sync::Mutex<Duration>,
     inner: Arc<C>,
 }
 
@@ -32,6 +38,8 @@ impl<C: Coordinator + ?Sized> FaultyCoordinator<C> {
             crashed: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             failing_heartbeats: AtomicU32::new(0),
+            failing_releases: AtomicU32::new(0),
+            leadership_delay: std::sync::Mutex::new(Duration::ZERO),
             inner,
         }
     }
@@ -49,6 +57,40 @@ impl<C: Coordinator + ?Sized> FaultyCoordinator<C> {
     /// Makes the next `count` heartbeats fail, then lets them through again.
     pub fn fail_heartbeats(&self, count: u32) {
         self.failing_heartbeats.store(count, Ordering::SeqCst);
+    }
+
+    /// Makes the next `count` releases fail on the wire: the backend never sees them.
+    pub fn fail_releases(&self, count: u32) {
+        self.failing_releases.store(count, Ordering::SeqCst);
+    }
+
+    /// Makes every later campaign ([`try_lead`](Coordinator::try_lead)) and resignation answer
+    /// `delay` after the backend did.
+    pub fn delay_leadership(&self, delay: Duration) {
+        *self.leadership_delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = delay;
+    }
+
+    fn take(counter: &AtomicU32) -> bool {
+        counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    }
+
+    async fn leadership_answers_late(&self) {
+        let delay =
+            *self.leadership_delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    fn release_fault(&self) -> Result<()> {
+        self.alive()?;
+        if Self::take(&self.failing_releases) {
+            return Err(Error::CoordinationUnavailable {
+                reason: "the release was lost on the wire".to_owned(),
+                source: None,
+            });
+        }
+        Ok(())
     }
 
     fn alive(&self) -> Result<()> {
@@ -88,12 +130,12 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
     }
 
     async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
-        self.alive()?;
+        self.release_fault()?;
         self.inner.release_turn(grant).await
     }
 
     async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
-        self.alive()?;
+        self.release_fault()?;
         self.inner.release_turn_with(grant, options).await
     }
 
@@ -115,10 +157,7 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
                 source: None,
             });
         }
-        let failing =
-            self.failing_heartbeats
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if failing.is_ok() {
+        if Self::take(&self.failing_heartbeats) {
             return Err(Error::CoordinationUnavailable {
                 reason: "the connection dropped".to_owned(),
                 source: None,
@@ -130,12 +169,15 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
     async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
         self.alive()?;
         let lead = self.inner.try_lead(name, lease).await?;
+        self.leadership_answers_late().await;
         self.alive()?;
         Ok(lead)
     }
 
     async fn resign(&self, leadership: &Leadership) -> Result<bool> {
         self.alive()?;
-        self.inner.resign(leadership).await
+        let resigned = self.inner.resign(leadership).await;
+        self.leadership_answers_late().await;
+        resigned
     }
 }
