@@ -549,3 +549,72 @@ async fn shared_sessions_run_on_every_replica(backend: &impl Backend) {
     tokio::time::timeout(Duration::from_secs(10), forced.bot.ready()).await.expect("c leads");
     assert_eq!(forced.provider.starts(), 1, "the only campaigner for its provider id wins");
 }
+
+/// A replica running a flow without `.persistent()` (it lives in memory only) and echoing
+/// everything else, coordinated by `coordinator`.
+async fn lone_replica(
+    coordinator: Arc<dyn botmesh_core::Coordinator>,
+) -> (Bot, TestProvider, Recorder) {
+    let provider = TestProvider::new();
+    let rec = Recorder::default();
+    let flow = Flow::new("order")
+        .trigger(Trigger::keyword("order"))
+        .ask(Ask::new("size", "Size?"))
+        .ask(Ask::new("qty", "How many?"));
+    let bot = rec
+        .attach(Bot::builder().provider(provider.clone()))
+        .flow(flow)
+        .on_message(|ctx| async move {
+            ctx.reply(format!("echo {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        })
+        .coordination(CoordinationConfig::from_arc(coordinator).lease(LEASE).build())
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    (bot, provider, rec)
+}
+
+/// Starts the flow in chat `c`, lets traffic in other chats push the coordination backend to
+/// forget idle chats, then answers.
+async fn a_waiting_conversation_outlives_idle_chat_eviction(
+    bot: &Bot,
+    provider: &TestProvider,
+    rec: &Recorder,
+) {
+    provider.say("c", "order");
+    provider.settled(bot).await;
+    for chat in 0..20 {
+        provider.say(&format!("other{chat}"), "hi");
+        provider.settled(bot).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    provider.say("c", "M");
+    provider.settled(bot).await;
+    assert_eq!(provider.texts_to("c"), ["Size?", "How many?"], "the waiting flow took the answer");
+    assert!(
+        !rec.events().iter().any(|e| matches!(e, Event::Handover { .. })
+            || matches!(e, Event::ConversationEnded { reason: EndReason::LeaseLost, .. })),
+        "{:?}",
+        rec.events()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_hub_keeps_a_chat_whose_conversation_waits_however_few_idle_chats_it_keeps() {
+    let hub = botmesh_testing::MemoryCoordinationHub::with_max_idle_keys(1);
+    let (bot, provider, rec) =
+        lone_replica(Arc::new(botmesh_testing::MemoryCoordinator::new(hub.clone(), "a"))).await;
+    a_waiting_conversation_outlives_idle_chat_eviction(&bot, &provider, &rec).await;
+    assert!(hub.key_count() <= 3, "the other chats were evicted: {}", hub.key_count());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_keeps_a_chat_whose_conversation_waits_past_the_idle_keep() {
+    let server = botmesh_testing::RedisServer::start().unwrap();
+    let options = botmesh_redis_store::RedisOptions::new(&server.url(), "retain")
+        .idle_keep(Duration::from_millis(50));
+    let coordinator = botmesh_redis_store::RedisCoordinator::connect(options).await.unwrap();
+    let (bot, provider, rec) = lone_replica(Arc::new(coordinator)).await;
+    a_waiting_conversation_outlives_idle_chat_eviction(&bot, &provider, &rec).await;
+}

@@ -15,7 +15,7 @@
 //! an operation touches the key. Time is [`tokio::time::Instant`], so tests can run under
 //! `tokio::time::pause()`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -45,7 +45,8 @@ fn after(now: Instant, d: Duration) -> Instant {
 /// The shared coordination state of a group of in-process replicas, as Redis would hold it.
 ///
 /// Give a clone to every [`MemoryCoordinator`] that should coordinate with the others: clones
-/// share one state. Idle chats (no queued ticket, no holder) are kept up to
+/// share one state. Idle chats (no queued ticket, no holder, and no conversation waiting in the
+/// memory of their last holder: see [`ReleaseOptions::retain`]) are kept up to
 /// [`with_max_idle_keys`](Self::with_max_idle_keys), least recently used evicted first; a
 /// re-created chat reports no previous holder, and its fences keep growing.
 ///
@@ -109,7 +110,7 @@ impl MemoryCoordinationHub {
         self.lock().keys.len()
     }
 
-    /// How many chat keys are idle: no queued ticket and no holder.
+    /// How many chat keys are idle: no queued ticket, no holder, no conversation waiting.
     pub fn idle_key_count(&self) -> usize {
         self.lock().idle.len()
     }
@@ -156,6 +157,9 @@ struct HubState {
     keys: HashMap<String, KeyState>,
     /// Idle keys by the tick of their last use.
     idle: BTreeMap<u64, String>,
+    /// Keys with no ticket and no holder whose last holder keeps a conversation of the chat
+    /// waiting, by the end of that retention: they are not idle until then.
+    retained: BTreeSet<(Instant, String)>,
     incarnations: HashMap<Arc<str>, Incarnation>,
     leaders: HashMap<String, Leader>,
 }
@@ -169,6 +173,7 @@ impl Default for HubState {
             tick: 0,
             keys: HashMap::new(),
             idle: BTreeMap::new(),
+            retained: BTreeSet::new(),
             incarnations: HashMap::new(),
             leaders: HashMap::new(),
         }
@@ -186,6 +191,9 @@ struct KeyState {
     passed_over: Vec<String>,
     /// Set while the key is in the hub's idle list.
     idle_tick: Option<u64>,
+    /// Until when the last release asked the chat's state to be kept: a conversation of the
+    /// chat waits in its holder's memory (see [`ReleaseOptions::retain`]).
+    retained_until: Option<Instant>,
     /// Woken whenever the holder goes or the head of the queue moves.
     changed: Arc<Notify>,
 }
@@ -279,7 +287,8 @@ impl KeyState {
         self.holder.as_ref().is_some_and(|h| h.incarnation == me.incarnation && h.grant.seq == seq)
     }
 
-    fn is_idle(&self) -> bool {
+    /// No queued ticket and no holder.
+    fn unused(&self) -> bool {
         self.queue.is_empty() && self.holder.is_none()
     }
 }
@@ -313,17 +322,39 @@ impl HubState {
     }
 
     /// Records a use of `key`: moves it to the most recent end of the idle list when it is
-    /// idle, takes it off the list otherwise, and evicts the least recently used idle keys
-    /// beyond the limit.
-    fn touched(&mut self, key: &str) {
+    /// idle, or to the retained set while a conversation of the chat waits, takes it off both
+    /// otherwise, and evicts the least recently used idle keys beyond the limit.
+    fn touched(&mut self, key: &str, now: Instant) {
         let Some(k) = self.keys.get_mut(key) else { return };
         if let Some(tick) = k.idle_tick.take() {
             self.idle.remove(&tick);
         }
-        if k.is_idle() {
-            self.tick += 1;
-            k.idle_tick = Some(self.tick);
-            self.idle.insert(self.tick, key.to_owned());
+        if let Some(until) = k.retained_until {
+            self.retained.remove(&(until, key.to_owned()));
+        }
+        if k.unused() {
+            match k.retained_until.filter(|until| *until > now) {
+                Some(until) => {
+                    self.retained.insert((until, key.to_owned()));
+                }
+                None => {
+                    self.tick += 1;
+                    k.idle_tick = Some(self.tick);
+                    self.idle.insert(self.tick, key.to_owned());
+                }
+            }
+        }
+        // Chats whose waiting conversation ran out of time become idle.
+        while self.retained.first().is_some_and(|(until, _)| *until <= now) {
+            let Some((_, expired)) = self.retained.pop_first() else { break };
+            if let Some(k) = self.keys.get_mut(&expired)
+                && k.unused()
+                && k.idle_tick.is_none()
+            {
+                self.tick += 1;
+                k.idle_tick = Some(self.tick);
+                self.idle.insert(self.tick, expired);
+            }
         }
         while self.idle.len() > self.max_idle_keys {
             let Some((_, evicted)) = self.idle.pop_first() else { break };
@@ -342,7 +373,7 @@ impl HubState {
             Some(k) if k.may_grant(seq) => Some(k.grant(key, seq, me, &mut self.fence)),
             _ => None,
         };
-        self.touched(key);
+        self.touched(key, now);
         Ok(Ticket::new(key, seq, grant))
     }
 
@@ -380,7 +411,7 @@ impl HubState {
                 ticket.seq, me.replica_id, me.incarnation
             ))),
         };
-        self.touched(key);
+        self.touched(key, now);
         outcome
     }
 
@@ -409,12 +440,15 @@ impl HubState {
                     // last one that acted.
                     k.last_holder.clone_from(&grant.previous_holder);
                 }
+                // A conversation waits in the holder's memory: the chat is not idle while it
+                // may still answer, as Redis keeps the chat's state that long.
+                k.retained_until = options.retain.map(|retain| after(now, retain));
                 k.changed.notify_waiters();
                 true
             }
             _ => false,
         };
-        self.touched(key);
+        self.touched(key, now);
         Ok(released)
     }
 
@@ -433,7 +467,7 @@ impl HubState {
                 k.changed.notify_waiters();
             }
         }
-        self.touched(key);
+        self.touched(key, now);
         Ok(())
     }
 
@@ -601,7 +635,8 @@ impl Coordinator for MemoryCoordinator {
         self.hub.lock().release_turn(&self.me, grant, &ReleaseOptions::used(), Instant::now())
     }
 
-    /// The hub keeps idle chats by recency (`max_idle_keys`), so `retain` is not needed here.
+    /// A release with `retain` keeps the chat out of the idle list (and so from eviction) for
+    /// that long.
     async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
         self.hub.lock().release_turn(&self.me, grant, options, Instant::now())
     }
