@@ -552,3 +552,77 @@ impl Drop for CuttingProxy {
         self.task.abort();
     }
 }
+
+/// Kills every client connection of `server`, as a proxy reaping idle connections or a
+/// failover would.
+fn drop_connections(server: &RedisServer) {
+    server.cli(&["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
+    server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_on_the_message_path_rides_out_a_dropped_connection() {
+    let server = RedisServer::start().unwrap();
+    let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(&server)).await.unwrap());
+    let coordinator = RedisCoordinator::connect(options(&server)).await.unwrap();
+    let coordination = CoordinationConfig::new(coordinator)
+        .lease(LEASE)
+        .turn_wait(Duration::from_secs(10))
+        .build();
+    let provider = TestProvider::new();
+    let rec = Recorder::default();
+    let form = botmesh_core::Flow::new("form")
+        .trigger(botmesh_core::Trigger::keyword("form"))
+        .persistent()
+        .do_step("fill", |c| async move {
+            let answer = c.ask("Name?").await?;
+            // Works long enough for the connections to drop under the step.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            c.send(format!("hello {}", answer.body)).await?;
+            Ok::<_, BotError>(botmesh_core::Step::Next)
+        });
+    let bot = rec
+        .attach(Bot::builder().provider(provider.clone()).store(store.clone()))
+        .coordination(coordination)
+        .durability(Durability::new())
+        .flow(form)
+        .on_message(|ctx| async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            ctx.reply(format!("did {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    let accept = |id: &str, text: &str| bot.accept(Inbound::text("test", id, "c", text));
+    let mut expected = Vec::new();
+    // The connections drop right before a message, a second before, and five seconds before
+    // (idle): its journal append and its ticket are the first calls on the dead connections.
+    for (i, gap) in [0, 1000, 5000].into_iter().enumerate() {
+        drop_connections(&server);
+        tokio::time::sleep(Duration::from_millis(gap)).await;
+        assert!(accept(&format!("m{i}"), &format!("before {i}")).await.unwrap());
+        expected.push(format!("did before {i}"));
+        provider.wait_sent(expected.len()).await;
+    }
+    // They drop while the handler works: the release and the acknowledgement meet them.
+    assert!(accept("m3", "during").await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop_connections(&server);
+    expected.push("did during".to_owned());
+    provider.wait_sent(expected.len()).await;
+    // They drop while a step works: its checkpoint write and the release meet them.
+    assert!(accept("m4", "form").await.unwrap());
+    expected.push("Name?".to_owned());
+    provider.wait_sent(expected.len()).await;
+    assert!(accept("m5", "Ann").await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop_connections(&server);
+    expected.push("hello Ann".to_owned());
+    provider.wait_sent(expected.len()).await;
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c"), expected, "each message answered once, in order");
+    assert!(rec.errors().is_empty(), "nothing failed: {:?}", rec.errors());
+    assert!(store.inbox_pending(10).await.unwrap().is_empty(), "every message acknowledged");
+    assert_eq!(store.get_checkpoint("c").await.unwrap(), None, "the flow ended");
+}

@@ -49,6 +49,7 @@
 
 mod config;
 mod lead;
+mod retry;
 mod runtime;
 
 #[cfg(feature = "serde")]

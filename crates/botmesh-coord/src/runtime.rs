@@ -14,7 +14,7 @@ use botmesh_core::{BotError, Event};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{CoordinationConfig, ProviderSession};
+use crate::{CoordinationConfig, ProviderSession, retry};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The critical sections below hold no user code and do not panic.
@@ -417,8 +417,11 @@ impl Coordination for Runtime {
         self.state.stalled()
     }
 
+    /// A dropped connection or a backend down for a while is ridden out: the call is tried
+    /// again until the turn wait runs out, as the messages would have waited for their turn.
     async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>, Error> {
-        self.state.coordinator.take_tickets(key.as_str(), count).await
+        let coordinator = &self.state.coordinator;
+        retry::within(self.turn_wait, || coordinator.take_tickets(key.as_str(), count)).await
     }
 
     async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error> {
@@ -452,7 +455,11 @@ impl Coordination for Runtime {
     async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions) {
         let state = &self.state;
         let Some((grant, _)) = lock(&state.held).remove(turn.key()) else { return };
-        if let Err(e) = state.coordinator.release_turn_with(&grant, &options).await {
+        // A dropped connection is ridden out at once; a longer outage goes to the watchdog.
+        let released = retry::within(state.lease / 6, || {
+            state.coordinator.release_turn_with(&grant, &options)
+        });
+        if let Err(e) = released.await {
             tracing::warn!(target: "botmesh", key = %turn.key(), error = %e, "release failed; retrying within lease / 3");
             lock(&state.unreleased).push((grant, options));
         }

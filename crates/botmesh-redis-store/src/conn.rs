@@ -1,5 +1,6 @@
 //! One connection type over a single server or a cluster.
 
+use std::future::Future;
 use std::time::Duration;
 
 use botmesh_traits::{BoxError, Error};
@@ -42,6 +43,21 @@ impl ConnectionLike for Conn {
             Self::Single(c) => c.get_db(),
             Self::Cluster(c) => c.get_db(),
         }
+    }
+}
+
+/// Sends an idempotent command, and once more when the connection dropped under the first
+/// try (a killed connection, a failover): the connection manager reconnects on that error, and
+/// a command that may have run already does no harm running again. A timeout is not retried:
+/// the server may be stuck, and the caller's own bound applies.
+pub(crate) async fn idempotent<T, F, Fut>(mut send: F) -> redis::RedisResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = redis::RedisResult<T>>,
+{
+    match send().await {
+        Err(e) if e.is_connection_dropped() => send().await,
+        result => result,
     }
 }
 
@@ -109,17 +125,11 @@ impl Connect {
                     cluster.get_async_connection().await.map_err(|e| unreachable_err(first, e))?,
                 )
             }
-            false => {
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.connection_timeout))
-                    .set_response_timeout(Some(self.response_timeout))
-                    .set_max_delay(Duration::from_secs(2));
-                Conn::Single(
-                    ConnectionManager::new_with_config(client.clone(), config)
-                        .await
-                        .map_err(|e| unreachable_err(first, e))?,
-                )
-            }
+            false => Conn::Single(
+                ConnectionManager::new_with_config(client.clone(), self.manager_config())
+                    .await
+                    .map_err(|e| unreachable_err(first, e))?,
+            ),
         };
         Ok((conn, client))
     }
@@ -138,13 +148,21 @@ impl From<&RedisOptions> for Connect {
 }
 
 impl Connect {
-    /// A connection manager of its own on an existing client.
-    pub(crate) async fn open_single(&self, client: redis::Client) -> Result<Conn, Error> {
-        let config = ConnectionManagerConfig::new()
+    /// How a single-server connection reconnects: a couple of quick attempts, within about a
+    /// second, so that a call on a server that is really down fails soon. Riding out longer
+    /// outages is the callers' policy (the message path tries again until its turn wait runs
+    /// out), not the connection's.
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.response_timeout))
-            .set_max_delay(Duration::from_secs(2));
-        ConnectionManager::new_with_config(client, config)
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500))
+    }
+
+    /// A connection manager of its own on an existing client.
+    pub(crate) async fn open_single(&self, client: redis::Client) -> Result<Conn, Error> {
+        ConnectionManager::new_with_config(client, self.manager_config())
             .await
             .map(Conn::Single)
             .map_err(|e| unreachable_err("the configured Redis", e))

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::RedisOptions;
-use crate::conn::{Conn, Connect};
+use crate::conn::{Conn, Connect, idempotent};
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
 
@@ -579,12 +579,12 @@ impl Coordinator for RedisCoordinator {
     /// renews the key in every shard at once).
     async fn is_alive(&self, incarnation: &str) -> Result<bool> {
         let tag = self.keys.shard(incarnation);
-        let key = format!("{}{incarnation}", Keys::alive_prefix(&tag));
-        let n: i64 = redis::cmd("EXISTS")
-            .arg(key)
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| unavailable("checking a replica's heartbeat", e))?;
+        let key = &format!("{}{incarnation}", Keys::alive_prefix(&tag));
+        let n: i64 = idempotent(|| async move {
+            redis::cmd("EXISTS").arg(key).query_async(&mut self.conn()).await
+        })
+        .await
+        .map_err(|e| unavailable("checking a replica's heartbeat", e))?;
         Ok(n == 1)
     }
 

@@ -1,6 +1,5 @@
 //! [`RedisStore`]: every `Store` method on Redis.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use botmesh_traits::{
 };
 use redis::{AsyncCommands, Script};
 
-use crate::conn::{Conn, Connect, redact};
+use crate::conn::{Conn, Connect, idempotent, redact};
 use crate::coordinator::RedisCoordinator;
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
@@ -21,21 +20,6 @@ use crate::{KeyLayout, RedisOptions};
 /// counter) is kept. Past it, the counter restarts from the server clock, above every value
 /// it handed out.
 const KEEP: Duration = Duration::from_secs(24 * 3600);
-
-/// Sends an idempotent command, and once more when the connection dropped under the first
-/// try (a killed connection, a failover): the connection manager reconnects on that error, and
-/// a command that may have run already does no harm running again. A timeout is not retried:
-/// the server may be stuck, and the caller's own bound applies.
-async fn idempotent<T, F, Fut>(mut send: F) -> redis::RedisResult<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = redis::RedisResult<T>>,
-{
-    match send().await {
-        Err(e) if e.is_connection_dropped() => send().await,
-        result => result,
-    }
-}
 
 pub(crate) struct StoreScripts {
     upsert_chat: Script,
@@ -330,21 +314,30 @@ impl Store for RedisStore {
             InboxState::Acked => "acked",
             _ => "pending",
         };
-        let reply: String = self
-            .scripts
-            .inbox_append
-            .key(self.keys.inbox(&format!("r:{}", record.id)))
-            .key(self.keys.inbox("pending"))
-            .key(self.keys.inbox("seq"))
-            .arg(&record.id)
-            .arg(&record.key)
-            .arg(&record.payload)
-            .arg(&record.owner)
-            .arg(state)
-            .arg(ms(retain))
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("inbox_append", e))?;
+        let (key, pending, seq) = (
+            &self.keys.inbox(&format!("r:{}", record.id)),
+            &self.keys.inbox("pending"),
+            &self.keys.inbox("seq"),
+        );
+        // Sent again after a drop: an append that landed the first time reads as a pending
+        // duplicate of our own, which the runtime takes as its own.
+        let reply: String = idempotent(|| async move {
+            self.scripts
+                .inbox_append
+                .key(key)
+                .key(pending)
+                .key(seq)
+                .arg(&record.id)
+                .arg(&record.key)
+                .arg(&record.payload)
+                .arg(&record.owner)
+                .arg(state)
+                .arg(ms(retain))
+                .invoke_async(&mut self.conn())
+                .await
+        })
+        .await
+        .map_err(|e| Error::store("inbox_append", e))?;
         Ok(match reply.as_str() {
             "new" => InboxAppend::Appended,
             "acked" => InboxAppend::Duplicate { state: InboxState::Acked },
@@ -353,15 +346,18 @@ impl Store for RedisStore {
     }
 
     async fn inbox_ack(&self, id: &str) -> Result<()> {
-        let _: i64 = self
-            .scripts
-            .inbox_ack
-            .key(self.keys.inbox(&format!("r:{id}")))
-            .key(self.keys.inbox("pending"))
-            .arg(id)
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("inbox_ack", e))?;
+        let (record, pending) = (&self.keys.inbox(&format!("r:{id}")), &self.keys.inbox("pending"));
+        idempotent(|| async move {
+            self.scripts
+                .inbox_ack
+                .key(record)
+                .key(pending)
+                .arg(id)
+                .invoke_async::<i64>(&mut self.conn())
+                .await
+        })
+        .await
+        .map_err(|e| Error::store("inbox_ack", e))?;
         Ok(())
     }
 
@@ -406,15 +402,28 @@ impl Store for RedisStore {
     }
 
     async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
-        let n: i64 = self
-            .scripts
-            .inbox_claim
-            .key(self.keys.inbox(&format!("r:{id}")))
-            .arg(from)
-            .arg(to)
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("inbox_claim", e))?;
+        let record = &self.keys.inbox(&format!("r:{id}"));
+        let send = || async move {
+            self.scripts
+                .inbox_claim
+                .key(record)
+                .arg(from)
+                .arg(to)
+                .invoke_async::<i64>(&mut self.conn())
+                .await
+        };
+        let n = match send().await {
+            Ok(n) => n,
+            Err(e) if e.is_connection_dropped() => {
+                // The claim may have landed before the connection dropped: a pending record
+                // that is `to`'s now is this claim's doing. Otherwise it goes again.
+                match self.inbox_get(id).await? {
+                    Some(r) if r.state == InboxState::Pending && r.owner == to => return Ok(true),
+                    _ => send().await.map_err(|e| Error::store("inbox_claim", e))?,
+                }
+            }
+            Err(e) => return Err(Error::store("inbox_claim", e)),
+        };
         Ok(n == 1)
     }
 
@@ -498,16 +507,21 @@ impl RedisStore {
         })
     }
 
+    /// Clears a checkpoint (at revision `expected`), sent again after a drop: a clear that
+    /// landed the first time leaves nothing for the second to clear.
     async fn clear(&self, op: &'static str, key: &str, expected: Option<u64>) -> Result<bool> {
-        let n: i64 = self
-            .scripts
-            .clear_checkpoint
-            .key(self.keys.entity("cp", key))
-            .arg(expected.map(|e| e.to_string()).unwrap_or_default())
-            .arg(ms(KEEP))
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store(op, e))?;
+        let checkpoint = &self.keys.entity("cp", key);
+        let n: i64 = idempotent(|| async move {
+            self.scripts
+                .clear_checkpoint
+                .key(checkpoint)
+                .arg(expected.map(|e| e.to_string()).unwrap_or_default())
+                .arg(ms(KEEP))
+                .invoke_async(&mut self.conn())
+                .await
+        })
+        .await
+        .map_err(|e| Error::store(op, e))?;
         Ok(n == 1)
     }
 
