@@ -7,7 +7,7 @@ use std::time::Duration;
 use botmesh_coord::{CoordinationConfig, ProviderSession};
 use botmesh_core::{
     Ask, Bot, BotBuilder, BotError, Capabilities, CheckpointWrite, EndReason, Error, ErrorKind,
-    Event, Flow, HandoverOutcome, LeaseLostReason, Outbound, Step, Trigger,
+    Event, Flow, HandoverOutcome, LeaseLostReason, Outbound, Step, TransportStatus, Trigger,
 };
 use botmesh_testing::{FaultyCoordinator, FaultyStore, TestProvider};
 use tokio::time::Instant;
@@ -31,6 +31,7 @@ on_both_backends!(
     a_checkpoint_write_on_the_wire_when_settle_cuts_the_step_lands_before_the_next_holder_starts,
     a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes,
     a_leader_whose_transport_stays_down_steps_down_for_a_standby,
+    a_leader_s_graceful_stop_hands_the_transport_to_a_standby_within_one_heartbeat,
     shared_sessions_run_on_every_replica,
 );
 
@@ -522,9 +523,39 @@ async fn a_leader_whose_transport_stays_down_steps_down_for_a_standby(backend: &
             .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "provider-down"))
     );
     assert!(!a.bot.is_transport_running());
-    // a campaigns again after its pause, and stands by.
+    // a campaigns again after its pause, finds b leading, and says it stands by.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(b.bot.is_transport_running() && !a.bot.is_transport_running());
+    let reasons: Vec<String> = a
+        .rec
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Follower { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, ["provider-down", "standby"], "a campaigned again after its pause");
+}
+
+async fn a_leader_s_graceful_stop_hands_the_transport_to_a_standby_within_one_heartbeat(
+    backend: &impl Backend,
+) {
+    let exclusive = || TestProvider::with("wa", Capabilities::exclusive());
+    let a = replica(backend, "a", exclusive(), |c| c, |b| b).await;
+    tokio::time::timeout(Duration::from_secs(10), a.bot.ready()).await.expect("a leads");
+    let b = replica(backend, "b", exclusive(), |c| c, |b| b).await;
+    standing_by(&b).await;
+    a.bot.stop().await.unwrap();
+    let t0 = Instant::now();
+    tokio::time::timeout(LEASE * 3, b.bot.ready()).await.expect("b takes over");
+    let took = t0.elapsed();
+    // One campaign period (a heartbeat's), plus a round trip on real Redis.
+    assert!(took <= LEASE / 3 + Duration::from_millis(300), "took {took:?}");
+    let stopped = a.provider.history().last().copied().unwrap();
+    let started = b.provider.history().first().copied().unwrap();
+    assert_eq!(stopped.1, TransportStatus::Closed);
+    assert!(stopped.0 <= started.0, "a's transport was down before b's came up");
 }
 
 async fn shared_sessions_run_on_every_replica(backend: &impl Backend) {
@@ -538,16 +569,14 @@ async fn shared_sessions_run_on_every_replica(backend: &impl Backend) {
     )
     .await;
     assert_eq!((a.provider.starts(), b.provider.starts()), (1, 1));
-    let forced = replica(
-        backend,
-        "c",
-        TestProvider::new(),
-        |c| c.provider_session(ProviderSession::Leader),
-        |b| b,
-    )
-    .await;
-    tokio::time::timeout(Duration::from_secs(10), forced.bot.ready()).await.expect("c leads");
-    assert_eq!(forced.provider.starts(), 1, "the only campaigner for its provider id wins");
+    // Forced to the leader, the same shared provider runs on one of two replicas only.
+    let forced = || TestProvider::with("forced", Capabilities::shared());
+    let leader = |c: CoordinationConfig| c.provider_session(ProviderSession::Leader);
+    let c = replica(backend, "c", forced(), leader, |b| b).await;
+    tokio::time::timeout(Duration::from_secs(10), c.bot.ready()).await.expect("c leads");
+    let d = replica(backend, "d", forced(), leader, |b| b).await;
+    standing_by(&d).await;
+    assert_eq!((c.provider.starts(), d.provider.starts()), (1, 0));
 }
 
 /// A replica running a flow without `.persistent()` (it lives in memory only) and echoing
