@@ -37,3 +37,58 @@ pub(crate) fn builder() -> (BotBuilder, TestProvider, Recorder) {
     let b = rec.attach(botmesh_core::Bot::builder().provider(provider.clone()));
     (b, provider, rec)
 }
+
+/// A store shared by replicas that has no compare-and-set: checkpoints are written
+/// unconditionally, as a custom store might. It keeps its data in a [`MemoryStore`].
+///
+/// [`MemoryStore`]: botmesh_core::MemoryStore
+#[derive(Default)]
+pub(crate) struct NoCasStore(botmesh_core::MemoryStore);
+
+#[botmesh_core::traits::async_trait]
+impl botmesh_core::Store for NoCasStore {
+    fn capabilities(&self) -> botmesh_core::StoreCapabilities {
+        botmesh_core::StoreCapabilities::local().with_shared(true)
+    }
+
+    async fn upsert_chat(
+        &self,
+        chat: &botmesh_core::ChatRecord,
+    ) -> botmesh_core::traits::Result<()> {
+        self.0.upsert_chat(chat).await
+    }
+
+    async fn get_chat(
+        &self,
+        id: &botmesh_core::ChatId,
+    ) -> botmesh_core::traits::Result<Option<botmesh_core::ChatRecord>> {
+        self.0.get_chat(id).await
+    }
+
+    async fn get_user_data(&self, key: &str) -> botmesh_core::traits::Result<Option<String>> {
+        self.0.get_user_data(key).await
+    }
+
+    async fn set_user_data(&self, key: &str, data: &str) -> botmesh_core::traits::Result<()> {
+        self.0.set_user_data(key, data).await
+    }
+
+    async fn get_checkpoint(
+        &self,
+        key: &str,
+    ) -> botmesh_core::traits::Result<Option<botmesh_core::CheckpointRecord>> {
+        self.0.get_checkpoint(key).await
+    }
+
+    async fn set_checkpoint(
+        &self,
+        key: &str,
+        write: &botmesh_core::CheckpointWrite,
+    ) -> botmesh_core::traits::Result<u64> {
+        self.0.set_checkpoint(key, write).await
+    }
+
+    async fn clear_checkpoint(&self, key: &str) -> botmesh_core::traits::Result<()> {
+        self.0.clear_checkpoint(key).await
+    }
+}

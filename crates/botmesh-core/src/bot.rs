@@ -25,7 +25,7 @@ use crate::flow::Def;
 use crate::scheduler::{self, JobDef, JobFn, job_fn};
 use crate::{
     BotError, ConfigError, Conversation, Ctx, Durability, Event, Flow, Handover, JobCtx,
-    MemoryStore, Message, Result, SchedulerLease, TaskOptions, Texts, Timing,
+    MemoryStore, Message, Result, SchedulerLease, TaskOptions, Texts, Timing, Warning,
 };
 
 pub(crate) type HandlerFn =
@@ -454,9 +454,14 @@ impl BotBuilder {
             landing: Mutex::default(),
         });
         let mut task_ids = HashSet::new();
+        let store_caps = shared.store.capabilities();
         for task in self.jobs.iter().filter_map(|j| j.task.as_ref()) {
             if !task_ids.insert(task.id.clone()) {
                 return Err(ConfigError::DuplicateName { name: task.id.clone() });
+            }
+            if store_caps.shared() && !store_caps.atomic_checkpoints() {
+                // Two replicas could both read the last occurrence and both claim the next.
+                return Err(ConfigError::DurableTaskNeedsAtomicStore { task: task.id.clone() });
             }
         }
         let dispatcher = Arc::new(Dispatcher::new(Arc::clone(&shared), self.dedupe_capacity));
@@ -649,10 +654,8 @@ impl Bot {
         match &shared.coordination {
             Some(coordination) => {
                 if !shared.store.capabilities().atomic_checkpoints() {
-                    tracing::warn!(
-                        target: "botmesh",
-                        "the store has no atomic checkpoint writes: replicas fall back to the local fence only"
-                    );
+                    // Replicas fall back to the local fence only.
+                    shared.events.emit(Event::Warning(Warning::NoAtomicCheckpoints));
                 }
                 let host: Arc<dyn Host> = Arc::new(BotHost(Arc::downgrade(&self.inner)));
                 coordination.start(host).await?;

@@ -151,6 +151,15 @@ pub enum ConfigError {
     /// Durability was asked for on a store without the inbox journal and the outbox.
     #[error("durability needs a store with the inbox journal and the outbox")]
     NoJournal,
+    /// A durable task on a store shared by several replicas that cannot claim an occurrence
+    /// atomically (no compare-and-set of checkpoints): an occurrence could run twice.
+    #[error(
+        "durable task {task:?} needs a store with atomic checkpoint writes when the store is shared"
+    )]
+    DurableTaskNeedsAtomicStore {
+        /// The task's id.
+        task: String,
+    },
     /// A flow has no steps.
     #[error("flow {name:?} has no steps")]
     EmptyFlow {

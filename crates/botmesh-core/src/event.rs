@@ -107,6 +107,25 @@ impl EndReason {
     }
 }
 
+/// A condition at start that weakens what the bot promises, announced as [`Event::Warning`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Warning {
+    /// The store has no atomic compare-and-set of checkpoints: under coordination a replica
+    /// that lost a chat is kept from writing its checkpoint by the local fence only (the turn
+    /// check right before each write), not by the store.
+    NoAtomicCheckpoints,
+}
+
+impl Warning {
+    /// The warning as a short lowercase phrase, as it appears in logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::NoAtomicCheckpoints => "no-atomic-checkpoints",
+        }
+    }
+}
+
 /// Something that happened in a bot.
 ///
 /// Every event is also emitted as a `tracing` event on the `botmesh` target.
@@ -115,6 +134,8 @@ impl EndReason {
 pub enum Event {
     /// The bot started.
     Started,
+    /// Something about the bot's setup weakens its promises; emitted at start.
+    Warning(Warning),
     /// The bot stopped.
     Stopped,
     /// The provider's transport opened or closed.
@@ -295,6 +316,9 @@ fn trace_event(event: &Event) {
             tracing::info!(target: "botmesh", key = %key, name, outcome = outcome.as_str(), reason, "handover");
         }
         Event::Started => tracing::info!(target: "botmesh", "bot started"),
+        Event::Warning(warning) => {
+            tracing::warn!(target: "botmesh", warning = warning.as_str(), "weaker guarantees");
+        }
         Event::Stopped => tracing::info!(target: "botmesh", "bot stopped"),
         other => tracing::trace!(target: "botmesh", event = ?other),
     }
