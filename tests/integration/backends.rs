@@ -8,6 +8,8 @@ use botmesh_core::{Coordinator, MemoryStore, Store};
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, RedisServer};
 
+use crate::replicas::LEASE;
+
 /// Where the replicas of a scenario coordinate and keep their state.
 pub(crate) trait Backend: Sync {
     fn store(&self) -> Arc<dyn Store>;
@@ -31,7 +33,7 @@ impl Backend for Memory {
     }
 
     async fn coordinator(&self, id: &str) -> Arc<dyn Coordinator> {
-        Arc::new(MemoryCoordinator::new(self.hub.clone(), id))
+        Arc::new(MemoryCoordinator::new(self.hub.clone(), id).with_lease(LEASE))
     }
 }
 
@@ -55,7 +57,8 @@ impl Backend for Redis {
 
     async fn coordinator(&self, id: &str) -> Arc<dyn Coordinator> {
         let options = RedisOptions::new(&self.server.url(), "replicas");
-        Arc::new(RedisCoordinator::connect(options).await.unwrap().with_replica_id(id))
+        let coordinator = RedisCoordinator::connect(options).await.unwrap();
+        Arc::new(coordinator.with_replica_id(id).with_lease(LEASE))
     }
 }
 

@@ -2,6 +2,7 @@
 //! lost chat, an exclusive transport stopped before a standby can start it, and the release
 //! watchdog.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
@@ -214,4 +215,93 @@ async fn a_stalled_leader_stops_its_exclusive_transport_before_the_standby_start
     assert!(!a.bot.is_transport_running() && b.bot.is_transport_running());
     let refused = a.bot.send(&botmesh_core::Outbound::text("c", "hi")).await.unwrap_err();
     assert_eq!(refused.as_contract().map(|e| e.kind()), Some(ErrorKind::ProviderNotLeader));
+}
+
+/// A crashes holding chat `c`'s turn; returns how long b's next message of `c` waited.
+async fn takeover_after_crash(
+    a: Arc<dyn botmesh_core::Coordinator>,
+    b: Arc<dyn botmesh_core::Coordinator>,
+    store: Arc<dyn botmesh_core::Store>,
+) -> Duration {
+    let bot = |coordinator: Arc<dyn botmesh_core::Coordinator>| {
+        let provider = TestProvider::new();
+        let faulty = Arc::new(botmesh_testing::FaultyCoordinator::new(coordinator));
+        let bot = botmesh_core::Bot::builder()
+            .provider(provider.clone())
+            .store(Arc::clone(&store))
+            .coordination(CoordinationConfig::from_arc(faulty.clone()).build())
+            .on_message(|ctx| async move {
+                if ctx.body() == "hold" {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
+                ctx.reply(format!("did {}", ctx.body())).await?;
+                Ok::<_, BotError>(())
+            })
+            .build()
+            .unwrap();
+        (bot, provider, faulty)
+    };
+    let (a, pa, fa) = bot(a);
+    let (b, pb, _) = bot(b);
+    a.start().await.unwrap();
+    b.start().await.unwrap();
+    pa.say("c", "hold");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    fa.crash();
+    let t0 = Instant::now();
+    pb.say("c", "next");
+    tokio::time::timeout(Duration::from_secs(60), pb.wait_sent(1)).await.unwrap();
+    assert_eq!(pb.texts_to("c"), ["did next"]);
+    t0.elapsed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lease_set_on_the_coordinator_is_the_one_the_runtime_uses() {
+    let hub = botmesh_testing::MemoryCoordinationHub::new();
+    let lease = Duration::from_secs(3);
+    let coordinator = |id: &str| -> Arc<dyn botmesh_core::Coordinator> {
+        Arc::new(botmesh_testing::MemoryCoordinator::new(hub.clone(), id).with_lease(lease))
+    };
+    assert_eq!(CoordinationConfig::from_arc(coordinator("x")).get_lease(), lease);
+    let store = Arc::new(botmesh_core::MemoryStore::new());
+    let waited = takeover_after_crash(coordinator("a"), coordinator("b"), store).await;
+    assert!(waited >= lease * 2 / 3 && waited <= lease + lease / 3, "took over after {waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lease_defaults_to_fifteen_seconds() {
+    let hub = botmesh_testing::MemoryCoordinationHub::new();
+    let coordinator = |id: &str| -> Arc<dyn botmesh_core::Coordinator> {
+        Arc::new(botmesh_testing::MemoryCoordinator::new(hub.clone(), id))
+    };
+    assert_eq!(CoordinationConfig::from_arc(coordinator("x")).get_lease(), Duration::from_secs(15));
+    let store = Arc::new(botmesh_core::MemoryStore::new());
+    let waited = takeover_after_crash(coordinator("a"), coordinator("b"), store).await;
+    assert!(waited >= Duration::from_secs(10) && waited <= Duration::from_secs(20), "{waited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_coordinator_carries_the_lease_it_was_given() {
+    let server = botmesh_testing::RedisServer::start().unwrap();
+    let store = botmesh_redis_store::RedisStore::new(&server.url(), "lease").await.unwrap();
+    let lease = Duration::from_millis(1500);
+    assert_eq!(CoordinationConfig::new(store.coordinator(lease)).get_lease(), lease);
+    assert_eq!(
+        CoordinationConfig::new(
+            botmesh_redis_store::RedisCoordinator::new(&server.url(), "lease").await.unwrap()
+        )
+        .get_lease(),
+        Duration::from_secs(15),
+        "the default"
+    );
+    let store: Arc<dyn botmesh_core::Store> = Arc::new(store.clone());
+    let redis = botmesh_redis_store::RedisStore::new(&server.url(), "lease").await.unwrap();
+    let waited = takeover_after_crash(
+        Arc::new(redis.coordinator(lease)),
+        Arc::new(redis.coordinator(lease)),
+        store,
+    )
+    .await;
+    // Real time: a poll and a round trip on top of the lease.
+    assert!(waited <= lease + lease / 3 + Duration::from_millis(300), "took over after {waited:?}");
 }

@@ -342,9 +342,8 @@ async fn while_redis_is_down_a_handler_s_store_call_fails_as_store_and_its_send_
             .connection_timeout(Duration::from_millis(250))
     };
     let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options.clone()).await.unwrap());
-    let coordinator = RedisCoordinator::connect(options).await.unwrap();
+    let coordinator = RedisCoordinator::connect(options).await.unwrap().with_lease(LEASE);
     let coordination = CoordinationConfig::new(coordinator)
-        .lease(LEASE)
         .turn_wait(Duration::from_secs(3))
         .settle(Duration::from_secs(60))
         .build();

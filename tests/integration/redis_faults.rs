@@ -34,9 +34,13 @@ fn options(server: &RedisServer) -> RedisOptions {
 
 async fn replica(server: &RedisServer, id: &str, log: &Log, work: Duration) -> Replica {
     let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(server)).await.unwrap());
-    let coordinator = RedisCoordinator::connect(options(server)).await.unwrap().with_replica_id(id);
+    let coordinator = RedisCoordinator::connect(options(server))
+        .await
+        .unwrap()
+        .with_replica_id(id)
+        .with_lease(LEASE);
     let coordination =
-        CoordinationConfig::new(coordinator).lease(LEASE).turn_wait(Duration::from_secs(3)).build();
+        CoordinationConfig::new(coordinator).turn_wait(Duration::from_secs(3)).build();
     let provider = TestProvider::new();
     let rec = Recorder::default();
     let log = Arc::clone(log);
@@ -222,14 +226,17 @@ async fn ten_thousand_served_chats_leave_a_few_coordination_keys_per_replica() {
     let mut replicas = Vec::new();
     for id in ["a", "b"] {
         let opts = RedisOptions::new(&server.url(), "growth").idle_keep(keep);
-        let coordinator =
-            RedisCoordinator::connect(opts.clone()).await.unwrap().with_replica_id(id);
+        let coordinator = RedisCoordinator::connect(opts.clone())
+            .await
+            .unwrap()
+            .with_replica_id(id)
+            // A roomier lease: this test measures what is left behind, not the stall rule.
+            .with_lease(LEASE * 5);
         let provider = TestProvider::new();
         let bot = Bot::builder()
             .provider(provider.clone())
             .store(Arc::new(RedisStore::connect(opts).await.unwrap()))
-            // A roomier lease: this test measures what is left behind, not the stall rule.
-            .coordination(CoordinationConfig::new(coordinator).lease(LEASE * 5).build())
+            .coordination(CoordinationConfig::new(coordinator).build())
             .on_message(|ctx| async move {
                 ctx.reply("ok").await?;
                 Ok::<_, BotError>(())
@@ -299,8 +306,8 @@ async fn tls_with_rustls_carries_the_store_and_the_coordinator() {
 async fn accept_refuses_what_it_cannot_journal_and_takes_the_sender_s_retry() {
     let mut server = RedisServer::start().unwrap();
     let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(&server)).await.unwrap());
-    let coordinator = RedisCoordinator::connect(options(&server)).await.unwrap();
-    let coordination = CoordinationConfig::new(coordinator).lease(LEASE).build();
+    let coordinator = RedisCoordinator::connect(options(&server)).await.unwrap().with_lease(LEASE);
+    let coordination = CoordinationConfig::new(coordinator).build();
     let handled: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen = Arc::clone(&handled);
     let bot = Bot::builder()
@@ -348,8 +355,9 @@ async fn an_acknowledgement_redis_did_not_take_is_retried_until_it_lands() {
         (options(&s), options(&s))
     };
     let store: Arc<dyn Store> = Arc::new(RedisStore::connect(store_options).await.unwrap());
-    let coordinator = RedisCoordinator::connect(coordinator_options).await.unwrap();
-    let coordination = CoordinationConfig::new(coordinator).lease(LEASE).build();
+    let coordinator =
+        RedisCoordinator::connect(coordinator_options).await.unwrap().with_lease(LEASE);
+    let coordination = CoordinationConfig::new(coordinator).build();
     let handled: Arc<Mutex<Vec<String>>> = Arc::default();
     let (seen, crash) = (Arc::clone(&handled), Arc::clone(&server));
     let bot = Bot::builder()
@@ -564,11 +572,9 @@ fn drop_connections(server: &RedisServer) {
 async fn every_call_on_the_message_path_rides_out_a_dropped_connection() {
     let server = RedisServer::start().unwrap();
     let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(&server)).await.unwrap());
-    let coordinator = RedisCoordinator::connect(options(&server)).await.unwrap();
-    let coordination = CoordinationConfig::new(coordinator)
-        .lease(LEASE)
-        .turn_wait(Duration::from_secs(10))
-        .build();
+    let coordinator = RedisCoordinator::connect(options(&server)).await.unwrap().with_lease(LEASE);
+    let coordination =
+        CoordinationConfig::new(coordinator).turn_wait(Duration::from_secs(10)).build();
     let provider = TestProvider::new();
     let rec = Recorder::default();
     let form = botmesh_core::Flow::new("form")

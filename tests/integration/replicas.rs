@@ -50,8 +50,7 @@ pub(crate) async fn replica(
     bot: impl FnOnce(BotBuilder) -> BotBuilder,
 ) -> Replica {
     let coordinator = Arc::new(FaultyCoordinator::new(backend.coordinator(id).await));
-    let coordination =
-        config(CoordinationConfig::from_arc(coordinator.clone()).lease(LEASE)).build();
+    let coordination = config(CoordinationConfig::from_arc(coordinator.clone())).build();
     let rec = Recorder::default();
     let builder =
         Bot::builder().provider(provider.clone()).store(backend.store()).coordination(coordination);
@@ -597,7 +596,7 @@ async fn lone_replica(
             ctx.reply(format!("echo {}", ctx.body())).await?;
             Ok::<_, BotError>(())
         })
-        .coordination(CoordinationConfig::from_arc(coordinator).lease(LEASE).build())
+        .coordination(CoordinationConfig::from_arc(coordinator).build())
         .build()
         .unwrap();
     bot.start().await.unwrap();
@@ -632,8 +631,10 @@ async fn a_waiting_conversation_outlives_idle_chat_eviction(
 #[tokio::test(start_paused = true)]
 async fn the_hub_keeps_a_chat_whose_conversation_waits_however_few_idle_chats_it_keeps() {
     let hub = botmesh_testing::MemoryCoordinationHub::with_max_idle_keys(1);
-    let (bot, provider, rec) =
-        lone_replica(Arc::new(botmesh_testing::MemoryCoordinator::new(hub.clone(), "a"))).await;
+    let (bot, provider, rec) = lone_replica(Arc::new(
+        botmesh_testing::MemoryCoordinator::new(hub.clone(), "a").with_lease(LEASE),
+    ))
+    .await;
     a_waiting_conversation_outlives_idle_chat_eviction(&bot, &provider, &rec).await;
     assert!(hub.key_count() <= 3, "the other chats were evicted: {}", hub.key_count());
 }
@@ -643,7 +644,8 @@ async fn redis_keeps_a_chat_whose_conversation_waits_past_the_idle_keep() {
     let server = botmesh_testing::RedisServer::start().unwrap();
     let options = botmesh_redis_store::RedisOptions::new(&server.url(), "retain")
         .idle_keep(Duration::from_millis(50));
-    let coordinator = botmesh_redis_store::RedisCoordinator::connect(options).await.unwrap();
+    let coordinator =
+        botmesh_redis_store::RedisCoordinator::connect(options).await.unwrap().with_lease(LEASE);
     let (bot, provider, rec) = lone_replica(Arc::new(coordinator)).await;
     a_waiting_conversation_outlives_idle_chat_eviction(&bot, &provider, &rec).await;
 }

@@ -51,7 +51,7 @@ async fn replica(
     let builder = Bot::builder()
         .provider(TestProvider::new())
         .store(backend.store())
-        .coordination(CoordinationConfig::from_arc(coordinator.clone()).lease(LEASE).build());
+        .coordination(CoordinationConfig::from_arc(coordinator.clone()).build());
     let builder = if durable {
         builder.every_with(EVERY, TaskOptions::durable("report"), job)
     } else {

@@ -40,9 +40,9 @@ mod without_compare_and_set {
         let provider = TestProvider::new();
         let rec = Recorder::default();
         let inner: Arc<dyn botmesh_core::Coordinator> =
-            Arc::new(MemoryCoordinator::new(hub.clone(), id));
+            Arc::new(MemoryCoordinator::new(hub.clone(), id).with_lease(LEASE));
         let coordinator = Arc::new(FaultyCoordinator::new(inner));
-        let coordination = CoordinationConfig::from_arc(coordinator.clone()).lease(LEASE).build();
+        let coordination = CoordinationConfig::from_arc(coordinator.clone()).build();
         let b = rec
             .attach(Bot::builder().provider(provider.clone()))
             .store(store)

@@ -335,6 +335,9 @@ impl Coordinator for Granted {
     fn incarnation(&self) -> &str {
         self.inner.incarnation()
     }
+    fn lease(&self) -> Duration {
+        self.inner.lease()
+    }
     async fn take_ticket(&self, key: &str) -> botmesh_core::traits::Result<Ticket> {
         let ticket = self.inner.take_ticket(key).await?;
         if let Some(grant) = &ticket.grant {
@@ -540,12 +543,11 @@ async fn main() -> Result<()> {
     let coordinator = RedisCoordinator::connect(options())
         .await
         .context("connecting the coordinator")?
-        .with_replica_id(&args.id);
+        .with_replica_id(&args.id)
+        .with_lease(args.lease);
     let coordinator = Granted { inner: coordinator, history, replica: args.id.clone() };
-    let coordination = CoordinationConfig::new(coordinator)
-        .lease(args.lease)
-        .provider_session(ProviderSession::Shared)
-        .build();
+    let coordination =
+        CoordinationConfig::new(coordinator).provider_session(ProviderSession::Shared).build();
     let provider = Webhook {
         replica: args.id.clone(),
         platform: args.platform.clone(),

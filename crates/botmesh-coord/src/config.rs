@@ -26,13 +26,14 @@ pub enum ProviderSession {
 /// The coordination settings of one replica; [`build`](Self::build) makes the runtime to hand
 /// to `BotBuilder::coordination`.
 ///
-/// Defaults: `lease` 15 s, `turn_wait` 2 min, `settle` 1 min, `provider_session`
-/// [`ProviderSession::Auto`], `provider_down` 1 min, `step_down_pause` 5 s. The replica's id
-/// and its incarnation come from the coordinator.
+/// Defaults: `turn_wait` 2 min, `settle` 1 min, `provider_session` [`ProviderSession::Auto`],
+/// `provider_down` 1 min, `step_down_pause` 5 s. The replica's id, its incarnation and its
+/// lease come from the coordinator: the lease is set there and only there
+/// (`store.coordinator(lease)`, `RedisCoordinator::with_lease`, `MemoryCoordinator::with_lease`;
+/// 15 s by default).
 #[derive(Clone)]
 pub struct CoordinationConfig {
     pub(crate) coordinator: Arc<dyn Coordinator>,
-    pub(crate) lease: Duration,
     pub(crate) turn_wait: Duration,
     pub(crate) settle: Duration,
     pub(crate) provider_session: ProviderSession,
@@ -44,7 +45,7 @@ impl std::fmt::Debug for CoordinationConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CoordinationConfig")
             .field("replica_id", &self.coordinator.replica_id())
-            .field("lease", &self.lease)
+            .field("lease", &self.coordinator.lease())
             .field("turn_wait", &self.turn_wait)
             .field("settle", &self.settle)
             .field("provider_session", &self.provider_session)
@@ -63,21 +64,12 @@ impl CoordinationConfig {
     pub fn from_arc(coordinator: Arc<dyn Coordinator>) -> Self {
         Self {
             coordinator,
-            lease: Duration::from_secs(15),
             turn_wait: Duration::from_secs(120),
             settle: Duration::from_secs(60),
             provider_session: ProviderSession::Auto,
             provider_down: Duration::from_secs(60),
             step_down_pause: Duration::from_secs(5),
         }
-    }
-
-    /// The takeover time after a crash, and how long a replica may freeze before it gives its
-    /// chats up. Keep it well above the worst pause and backend round trip; 5 to 30 seconds
-    /// suits most bots.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
     }
 
     /// The longest a message waits for its chat's turn before it fails with
@@ -113,9 +105,9 @@ impl CoordinationConfig {
         self
     }
 
-    /// The lease.
+    /// The lease: the coordinator's (see [`Coordinator::lease`]).
     pub fn get_lease(&self) -> Duration {
-        self.lease
+        self.coordinator.lease()
     }
 
     /// The turn wait.
@@ -140,8 +132,8 @@ impl CoordinationConfig {
 /// ```
 /// # #[cfg(feature = "serde")] {
 /// let settings: botmesh_coord::CoordinationSettings =
-///     serde_json::from_str(r#"{ "lease": "10s", "settle": "90s", "provider_session": "leader" }"#).unwrap();
-/// assert_eq!(settings.lease, Some(std::time::Duration::from_secs(10)));
+///     serde_json::from_str(r#"{ "turn_wait": "30s", "settle": "90s", "provider_session": "leader" }"#).unwrap();
+/// assert_eq!(settings.settle, Some(std::time::Duration::from_secs(90)));
 /// # }
 /// ```
 #[cfg(feature = "serde")]
@@ -149,9 +141,6 @@ impl CoordinationConfig {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct CoordinationSettings {
-    /// See [`CoordinationConfig::lease`].
-    #[serde(with = "humantime_serde")]
-    pub lease: Option<Duration>,
     /// See [`CoordinationConfig::turn_wait`].
     #[serde(with = "humantime_serde")]
     pub turn_wait: Option<Duration>,
@@ -172,9 +161,6 @@ pub struct CoordinationSettings {
 impl CoordinationSettings {
     /// Applies the settings that are present to `config`.
     pub fn apply(self, mut config: CoordinationConfig) -> CoordinationConfig {
-        if let Some(v) = self.lease {
-            config = config.lease(v);
-        }
         if let Some(v) = self.turn_wait {
             config = config.turn_wait(v);
         }
@@ -201,15 +187,13 @@ mod tests {
 
     #[test]
     fn settings_from_a_config_file_override_only_what_they_name() {
-        let settings: CoordinationSettings = serde_json::from_str(
-            r#"{ "lease": "10s", "turn_wait": "1m 30s", "provider_session": "shared" }"#,
-        )
-        .unwrap();
+        let settings: CoordinationSettings =
+            serde_json::from_str(r#"{ "turn_wait": "1m 30s", "provider_session": "shared" }"#)
+                .unwrap();
         let config = settings.apply(CoordinationConfig::new(MemoryCoordinator::new(
             MemoryCoordinationHub::new(),
             "a",
         )));
-        assert_eq!(config.get_lease(), Duration::from_secs(10));
         assert_eq!(config.get_turn_wait(), Duration::from_secs(90));
         assert_eq!(config.get_settle(), Duration::from_secs(60), "left out: the default");
         assert_eq!(config.provider_session, ProviderSession::Shared);
@@ -218,6 +202,8 @@ mod tests {
     #[test]
     fn unknown_settings_are_refused() {
         assert!(serde_json::from_str::<CoordinationSettings>(r#"{ "lease_ms": 10 }"#).is_err());
-        assert!(serde_json::from_str::<CoordinationSettings>(r#"{ "lease": "soon" }"#).is_err());
+        assert!(serde_json::from_str::<CoordinationSettings>(r#"{ "settle": "soon" }"#).is_err());
+        // The lease is the coordinator's setting, not this one's.
+        assert!(serde_json::from_str::<CoordinationSettings>(r#"{ "lease": "10s" }"#).is_err());
     }
 }

@@ -31,11 +31,12 @@
 //! let hub = MemoryCoordinationHub::new();
 //! let store = Arc::new(MemoryStore::new());
 //! let replica = |id: &str| {
-//!     let coordinator = MemoryCoordinator::new(hub.clone(), id);
+//!     // The lease is the coordinator's setting.
+//!     let coordinator = MemoryCoordinator::new(hub.clone(), id).with_lease(Duration::from_secs(5));
 //!     Bot::builder()
 //!         .provider(TestProvider::new())
 //!         .store(store.clone())
-//!         .coordination(CoordinationConfig::new(coordinator).lease(Duration::from_secs(5)).build())
+//!         .coordination(CoordinationConfig::new(coordinator).build())
 //!         .build()
 //! };
 //! let (a, b) = (replica("a").unwrap(), replica("b").unwrap());

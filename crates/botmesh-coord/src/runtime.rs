@@ -161,12 +161,13 @@ pub(crate) struct Runtime {
 impl Runtime {
     pub(crate) fn new(cfg: CoordinationConfig) -> Self {
         let replica_id = cfg.coordinator.replica_id().to_owned();
+        let lease = cfg.coordinator.lease();
         Self {
             state: Arc::new(State {
                 coordinator: cfg.coordinator,
                 replica_id,
-                lease: cfg.lease,
-                stall_after: cfg.lease * 2 / 3,
+                lease,
+                stall_after: lease * 2 / 3,
                 renewed_at: Mutex::new(Instant::now()),
                 given_up_at: Mutex::new(None),
                 epoch: AtomicU64::new(0),

@@ -274,11 +274,20 @@ impl RedisCoordinator {
         Self::connect(RedisOptions::new(url, prefix)).await
     }
 
-    /// Connects with full options.
+    /// Connects with full options. The lease is [`DEFAULT_LEASE`](botmesh_traits::DEFAULT_LEASE)
+    /// until [`with_lease`](Self::with_lease) sets it.
     pub async fn connect(options: RedisOptions) -> Result<Self> {
         let (conn, client) = Connect::from(&options).open().await?;
         let keys = Keys::new(&options.prefix, options.layout);
-        Ok(Self::from_parts(conn, client, keys, &options, Duration::from_secs(15)))
+        Ok(Self::from_parts(conn, client, keys, &options, botmesh_traits::DEFAULT_LEASE))
+    }
+
+    /// Sets this replica's heartbeat lease: the takeover time after a crash, and how long a
+    /// replica may freeze before it gives its chats up. The coordination runtime takes it from
+    /// here.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
     }
 
     pub(crate) fn from_parts(
@@ -439,6 +448,10 @@ impl Coordinator for RedisCoordinator {
 
     fn incarnation(&self) -> &str {
         &self.incarnation
+    }
+
+    fn lease(&self) -> Duration {
+        self.lease
     }
 
     async fn take_ticket(&self, key: &str) -> Result<Ticket> {

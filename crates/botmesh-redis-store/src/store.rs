@@ -120,8 +120,8 @@ impl RedisStore {
     }
 
     /// A coordinator sharing this store's connection, prefix and layout, with a random replica
-    /// id (see [`RedisCoordinator::with_replica_id`]). `lease` is the lease a first call
-    /// registers this replica for before its first heartbeat.
+    /// id (see [`RedisCoordinator::with_replica_id`]) and heartbeat lease `lease`: the one
+    /// setting of the lease, which the coordination runtime renews every third of.
     pub fn coordinator(&self, lease: Duration) -> RedisCoordinator {
         RedisCoordinator::from_parts(
             self.conn.clone(),

@@ -114,6 +114,10 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
         self.inner.incarnation()
     }
 
+    fn lease(&self) -> Duration {
+        self.inner.lease()
+    }
+
     async fn take_ticket(&self, key: &str) -> Result<Ticket> {
         self.alive()?;
         let ticket = self.inner.take_ticket(key).await?;

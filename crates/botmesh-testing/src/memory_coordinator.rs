@@ -86,11 +86,6 @@ impl MemoryCoordinationHub {
     /// How many idle chats a hub keeps by default.
     pub const DEFAULT_MAX_IDLE_KEYS: usize = 10_000;
 
-    /// The heartbeat lease an incarnation gets when it is first seen by a call other than
-    /// [`heartbeat`](Coordinator::heartbeat) or [`try_lead`](Coordinator::try_lead) (which
-    /// give their own lease).
-    pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
-
     /// An empty hub that keeps at most
     /// [`DEFAULT_MAX_IDLE_KEYS`](Self::DEFAULT_MAX_IDLE_KEYS) idle chats.
     pub fn new() -> Self {
@@ -228,6 +223,9 @@ struct Leader {
 struct Me {
     incarnation: Arc<str>,
     replica_id: String,
+    /// The coordinator's lease: an incarnation first seen by a call other than a heartbeat or
+    /// a campaign (which give their own) is alive this long.
+    lease: Duration,
 }
 
 fn alive(incarnations: &HashMap<Arc<str>, Incarnation>, id: &str, now: Instant) -> bool {
@@ -297,11 +295,9 @@ impl HubState {
     /// Registers `me` on first sight, alive for `lease` (or the default), and refuses a crashed
     /// incarnation.
     fn enter(&mut self, me: &Me, now: Instant, lease: Option<Duration>) -> Result<()> {
-        let inc =
-            self.incarnations.entry(Arc::clone(&me.incarnation)).or_insert_with(|| Incarnation {
-                expires_at: after(now, lease.unwrap_or(MemoryCoordinationHub::DEFAULT_LEASE)),
-                life: Life::Running,
-            });
+        let inc = self.incarnations.entry(Arc::clone(&me.incarnation)).or_insert_with(|| {
+            Incarnation { expires_at: after(now, lease.unwrap_or(me.lease)), life: Life::Running }
+        });
         if inc.life == Life::Crashed {
             return Err(unavailable(format!(
                 "replica {} (incarnation {}) has crashed",
@@ -528,11 +524,7 @@ impl HubState {
         let inc = self.incarnations.entry(Arc::clone(&me.incarnation)).or_insert_with(|| {
             Incarnation {
                 // A replica that crashes before its first call holds nothing worth keeping.
-                expires_at: if life == Life::Crashed {
-                    now
-                } else {
-                    after(now, MemoryCoordinationHub::DEFAULT_LEASE)
-                },
+                expires_at: if life == Life::Crashed { now } else { after(now, me.lease) },
                 life: Life::Running,
             }
         });
@@ -558,12 +550,20 @@ pub struct MemoryCoordinator {
 impl MemoryCoordinator {
     /// A coordinator for replica `replica_id` on `hub`, with a fresh incarnation.
     ///
-    /// The incarnation is registered by its first call, alive for the lease that call gives
-    /// ([`heartbeat`](Coordinator::heartbeat), [`try_lead`](Coordinator::try_lead)) or
-    /// [`MemoryCoordinationHub::DEFAULT_LEASE`].
+    /// Its lease is [`DEFAULT_LEASE`](botmesh_traits::DEFAULT_LEASE) until
+    /// [`with_lease`](Self::with_lease) sets it. The incarnation is registered by its first
+    /// call, alive for the lease that call gives ([`heartbeat`](Coordinator::heartbeat),
+    /// [`try_lead`](Coordinator::try_lead)) or this lease.
     pub fn new(hub: MemoryCoordinationHub, replica_id: impl Into<String>) -> Self {
         let incarnation: Arc<str> = uuid::Uuid::new_v4().to_string().into();
-        Self { hub, me: Me { incarnation, replica_id: replica_id.into() } }
+        let lease = botmesh_traits::DEFAULT_LEASE;
+        Self { hub, me: Me { incarnation, replica_id: replica_id.into(), lease } }
+    }
+
+    /// Sets this replica's heartbeat lease, which the coordination runtime takes from here.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.me.lease = lease;
+        self
     }
 
     /// Simulates the replica's process dying: from now on every call fails with
@@ -593,6 +593,10 @@ impl Coordinator for MemoryCoordinator {
 
     fn incarnation(&self) -> &str {
         &self.me.incarnation
+    }
+
+    fn lease(&self) -> Duration {
+        self.me.lease
     }
 
     async fn take_ticket(&self, key: &str) -> Result<Ticket> {

@@ -132,8 +132,8 @@ async fn a_replica_first_seen_without_a_lease_gets_the_default() {
     unavailable(b.wait_turn(&tb, Duration::from_secs(14)).await);
     let tb = b.take_ticket("chat").await.unwrap();
     let gb = b.wait_turn(&tb, Duration::from_secs(10)).await.unwrap();
-    assert!(start.elapsed() >= MemoryCoordinationHub::DEFAULT_LEASE);
-    assert!(start.elapsed() < MemoryCoordinationHub::DEFAULT_LEASE + Duration::from_millis(200));
+    assert!(start.elapsed() >= botmesh_traits::DEFAULT_LEASE);
+    assert!(start.elapsed() < botmesh_traits::DEFAULT_LEASE + Duration::from_millis(200));
     assert!(gb.fence > ga.fence);
 }
 

@@ -124,6 +124,9 @@ impl Leadership {
     }
 }
 
+/// The heartbeat lease of a coordinator that was not given one: 15 seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
 /// A coordination backend shared by the replicas of one bot.
 ///
 /// Implementations keep, per chat key, a queue of tickets and the current holder of the turn,
@@ -142,6 +145,13 @@ pub trait Coordinator: Send + Sync + 'static {
     /// A nonce unique to this coordinator instance. A replica restarted with the same id has a
     /// new incarnation and never inherits the tickets of the process that died.
     fn incarnation(&self) -> &str;
+
+    /// This replica's heartbeat lease: how long its turns and leaderships outlive its last
+    /// renewal, so the takeover time after a crash. The coordination runtime renews it every
+    /// third of it; it is set on the coordinator, and only there. Defaults to [`DEFAULT_LEASE`].
+    fn lease(&self) -> Duration {
+        DEFAULT_LEASE
+    }
 
     /// Takes a ticket in `key`'s queue, with the turn when it is free.
     async fn take_ticket(&self, key: &str) -> Result<Ticket>;

@@ -39,7 +39,7 @@ mod message;
 mod provider;
 mod store;
 
-pub use coordinator::{Coordinator, Leadership, ReleaseOptions, Ticket, TurnGrant};
+pub use coordinator::{Coordinator, DEFAULT_LEASE, Leadership, ReleaseOptions, Ticket, TurnGrant};
 pub use error::{BoxError, Error, ErrorKind, LeaseLostReason, Result};
 pub use message::{
     Button, ChatId, ChatKey, Content, Inbound, MediaKind, MessageId, Outbound, OutboundContent,
