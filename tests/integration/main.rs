@@ -9,6 +9,7 @@
 mod backends;
 mod conversations;
 mod dispatch;
+mod exits;
 mod flows;
 mod handover;
 mod leases;

@@ -47,3 +47,30 @@ async fn the_shop_sends_a_reminder_later() {
     provider.wait_sent(4).await;
     assert_eq!(provider.texts_to("u").last().unwrap(), "Reminder: water the plants");
 }
+
+#[tokio::test(start_paused = true)]
+async fn in_the_shop_cancel_leaves_a_reminder_and_order_interrupts_one() {
+    let provider = TestProvider::new();
+    let bot = shop::bot(Bot::builder().provider(provider.clone())).build().unwrap();
+    bot.start().await.unwrap();
+    for t in ["remind", "stop", "remind", "order", "S", "1", "yes", "remind", "help", "done"] {
+        provider.say("u", t);
+    }
+    provider.settled(&bot).await;
+    let texts = provider.texts_to("u");
+    assert_eq!(texts[1], "Cancelled. Send a message whenever you want to start again.");
+    assert_eq!(texts[3], "Which size would you like? S, M or L", "order interrupted remind");
+    assert!(
+        texts.contains(&"Order placed: 1 x S for $10. That's order #1 for you. Thanks!".to_owned())
+    );
+    assert_eq!(texts[texts.len() - 3], "What should I remind you about?");
+    assert_eq!(
+        texts[texts.len() - 2],
+        "Sorry to hear that. What went wrong?",
+        "help interrupted it"
+    );
+    assert!(
+        !texts.iter().any(|t| t.starts_with("Please send a number of seconds")),
+        "no command was taken for a number of seconds"
+    );
+}

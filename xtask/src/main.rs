@@ -238,6 +238,15 @@ fn shop_smoke() -> Result<()> {
             bail!("the order in progress did not survive the restart");
         }
         println!("shop example: order in progress survived a restart");
+        let out = shop_run(&db, "remind\ncancel\norder\nS\n1\nyes\n")?;
+        if !out.contains("Cancelled.") || !out.contains("Order placed: 1 x S for $10") {
+            bail!("cancelling a reminder and ordering did not work");
+        }
+        let out = shop_run(&db, "remind\norder\nM\n1\nyes\n")?;
+        if !out.contains("Order placed: 1 x M for $12") {
+            bail!("an order did not interrupt the reminder being set up");
+        }
+        println!("shop example: cancel and interrupt a reminder, then order");
         Ok(())
     })();
     for suffix in ["", "-wal", "-shm"] {

@@ -25,7 +25,7 @@ use crate::flow::Def;
 use crate::scheduler::{self, JobDef, JobFn, job_fn};
 use crate::{
     BotError, ConfigError, Conversation, Ctx, Durability, Event, Flow, Handover, JobCtx,
-    MemoryStore, Message, Result, SchedulerLease, TaskOptions, Texts, Timing, Warning,
+    MemoryStore, Message, Result, SchedulerLease, TaskOptions, Texts, Timing, Trigger, Warning,
 };
 
 pub(crate) type HandlerFn =
@@ -44,7 +44,11 @@ pub(crate) struct Shared {
     pub(crate) triggered: Vec<Def>,
     pub(crate) handlers: Vec<HandlerFn>,
     pub(crate) hooks: Vec<HookFn>,
+    /// Words that end whatever conversation waits.
+    pub(crate) cancels: Vec<Trigger>,
     pub(crate) has_persistent: bool,
+    /// Some flow is set aside when interrupted, to resume later.
+    pub(crate) has_resumable: bool,
     pub(crate) max_body_bytes: usize,
     pub(crate) coordination: Option<Arc<dyn Coordination>>,
     /// Checkpoint writes are compare-and-set: coordination is on and the store can.
@@ -183,6 +187,7 @@ pub struct BotBuilder {
     defs: Vec<Def>,
     handlers: Vec<HandlerFn>,
     hooks: Vec<HookFn>,
+    cancels: Vec<Trigger>,
     listeners: Vec<Listener>,
     dedupe_capacity: usize,
     max_body_bytes: usize,
@@ -218,6 +223,7 @@ impl BotBuilder {
             defs: Vec::new(),
             handlers: Vec::new(),
             hooks: Vec::new(),
+            cancels: Vec::new(),
             listeners: Vec::new(),
             dedupe_capacity: 10_000,
             max_body_bytes: 256 * 1024,
@@ -290,6 +296,26 @@ impl BotBuilder {
             let fut = f(m);
             Box::pin(async move { fut.await.map_err(Into::into) })
         }));
+        self
+    }
+
+    /// Ends whatever conversation waits for an answer when the answer matches `trigger`, with
+    /// [`EndReason::Cancelled`](crate::EndReason::Cancelled): its checkpoint (or hand-over stub)
+    /// is cleared, its timers will not fire, and the user gets the localized
+    /// `core.conversation.cancelled` text (an empty override sends nothing). The decision comes
+    /// after the `before_message` hooks (a transcribed "cancel" cancels) and before the
+    /// conversation sees the message (a question's validator never gets a cancel word). With no
+    /// conversation waiting the message routes as usual.
+    ///
+    /// ```
+    /// use botmesh_core::{Bot, Trigger, texts::keys};
+    ///
+    /// // `cancel`, `stop` and `/cancel`, or `cancelar` in Spanish: the words are a text.
+    /// let builder = Bot::builder().cancel_on(Trigger::text(keys::CANCEL_WORDS));
+    /// # let _ = builder;
+    /// ```
+    pub fn cancel_on(mut self, trigger: Trigger) -> Self {
+        self.cancels.push(trigger);
         self
     }
 
@@ -408,7 +434,7 @@ impl BotBuilder {
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let mut defs = HashMap::new();
         let mut triggered = Vec::new();
-        let mut has_persistent = false;
+        let (mut has_persistent, mut has_resumable) = (false, false);
         for def in self.defs {
             if let Def::Flow(f) = &def {
                 if f.steps.is_empty() {
@@ -416,6 +442,7 @@ impl BotBuilder {
                 }
                 has_persistent |= f.persistent;
             }
+            has_resumable |= def.resumes();
             if !def.triggers().is_empty() {
                 triggered.push(def.clone());
             }
@@ -443,7 +470,9 @@ impl BotBuilder {
             triggered,
             handlers: self.handlers,
             hooks: self.hooks,
+            cancels: self.cancels,
             has_persistent,
+            has_resumable,
             max_body_bytes: self.max_body_bytes,
             cas_checkpoints,
             coordination: self.coordination,

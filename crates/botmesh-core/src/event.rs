@@ -31,6 +31,11 @@ pub enum EndReason {
     /// This replica lost the chat (a refused checkpoint write, a lost turn, or another replica
     /// handled the chat meanwhile); the checkpoint stays for the new owner.
     LeaseLost,
+    /// The user sent a cancel word while it waited; its checkpoint is cleared.
+    Cancelled,
+    /// An interrupting trigger started another conversation while it waited; its checkpoint is
+    /// cleared, or set aside to resume later (see `Flow::resume_after_interruption`).
+    Interrupted,
 }
 
 /// What became of a conversation when its chat moved between replicas.
@@ -103,6 +108,8 @@ impl EndReason {
             Self::Reset => "reset",
             Self::Suspended => "suspended",
             Self::LeaseLost => "lease-lost",
+            Self::Cancelled => "cancelled",
+            Self::Interrupted => "interrupted",
         }
     }
 }

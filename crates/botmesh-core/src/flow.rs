@@ -128,6 +128,12 @@ impl StepDef {
 pub struct Flow {
     pub(crate) name: String,
     pub(crate) triggers: Vec<Trigger>,
+    /// Words that end this flow while it waits (besides the bot's own).
+    pub(crate) cancels: Vec<Trigger>,
+    /// Its triggers start it even while another conversation waits, which then ends.
+    pub(crate) interrupts: bool,
+    /// Interrupted, it is set aside and resumes once the interrupting conversation completes.
+    pub(crate) resumes: bool,
     pub(crate) steps: Vec<StepDef>,
     pub(crate) persistent: bool,
     pub(crate) timeout: Option<Duration>,
@@ -152,6 +158,9 @@ impl Flow {
         Self {
             name: name.into(),
             triggers: Vec::new(),
+            cancels: Vec::new(),
+            interrupts: false,
+            resumes: false,
             steps: Vec::new(),
             persistent: false,
             timeout: None,
@@ -162,6 +171,30 @@ impl Flow {
     /// Starts the flow on messages matching `trigger` (when no conversation is waiting).
     pub fn trigger(mut self, trigger: Trigger) -> Self {
         self.triggers.push(trigger);
+        self
+    }
+
+    /// Ends the flow while it waits for an answer when the answer matches `trigger`, as the
+    /// bot's own cancel words do ([`BotBuilder::cancel_on`](crate::BotBuilder::cancel_on)).
+    pub fn cancel_on(mut self, trigger: Trigger) -> Self {
+        self.cancels.push(trigger);
+        self
+    }
+
+    /// Lets this flow's triggers start it even while another conversation waits for an answer:
+    /// that conversation ends ([`EndReason::Interrupted`](crate::EndReason::Interrupted)), or is
+    /// set aside if it asked for it ([`Flow::resume_after_interruption`]). Without it, a waiting
+    /// conversation gets every message.
+    pub fn interrupts(mut self, interrupts: bool) -> Self {
+        self.interrupts = interrupts;
+        self
+    }
+
+    /// When another flow or conversation interrupts this one, sets it aside instead of ending
+    /// it, and resumes it where it waited (asking its question again) once the interrupting one
+    /// completes. Needs [`Flow::persistent`]: what is set aside is the flow's checkpoint.
+    pub fn resume_after_interruption(mut self) -> Self {
+        self.resumes = true;
         self
     }
 
@@ -249,6 +282,8 @@ impl Flow {
 pub struct Conversation {
     pub(crate) name: String,
     pub(crate) triggers: Vec<Trigger>,
+    pub(crate) cancels: Vec<Trigger>,
+    pub(crate) interrupts: bool,
     pub(crate) timeout: Option<Duration>,
     pub(crate) f: ConvFn,
 }
@@ -271,7 +306,14 @@ impl Conversation {
             let fut = f(c);
             Box::pin(async move { fut.await.map_err(Into::into) })
         });
-        Self { name: name.into(), triggers: Vec::new(), timeout: None, f }
+        Self {
+            name: name.into(),
+            triggers: Vec::new(),
+            cancels: Vec::new(),
+            interrupts: false,
+            timeout: None,
+            f,
+        }
     }
 
     /// Starts the conversation on messages matching `trigger`.
@@ -283,6 +325,20 @@ impl Conversation {
     /// Ends the conversation when an answer takes longer than `timeout`.
     pub fn timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.timeout = timeout.into();
+        self
+    }
+
+    /// Ends the conversation while it waits when the answer matches `trigger` (see
+    /// [`Flow::cancel_on`]).
+    pub fn cancel_on(mut self, trigger: Trigger) -> Self {
+        self.cancels.push(trigger);
+        self
+    }
+
+    /// Lets this conversation's triggers start it even while another conversation waits (see
+    /// [`Flow::interrupts`]).
+    pub fn interrupts(mut self, interrupts: bool) -> Self {
+        self.interrupts = interrupts;
         self
     }
 }
@@ -314,5 +370,26 @@ impl Def {
             Self::Flow(f) => f.timeout,
             Self::Conv(c) => c.timeout,
         }
+    }
+
+    /// Its own cancel words.
+    pub(crate) fn cancels(&self) -> &[Trigger] {
+        match self {
+            Self::Flow(f) => &f.cancels,
+            Self::Conv(c) => &c.cancels,
+        }
+    }
+
+    /// Whether its triggers interrupt a waiting conversation.
+    pub(crate) fn interrupts(&self) -> bool {
+        match self {
+            Self::Flow(f) => f.interrupts,
+            Self::Conv(c) => c.interrupts,
+        }
+    }
+
+    /// Whether, interrupted, it is set aside to resume later (a persistent flow that asked).
+    pub(crate) fn resumes(&self) -> bool {
+        matches!(self, Self::Flow(f) if f.resumes && f.persistent)
     }
 }

@@ -12,6 +12,11 @@ pub mod keys {
     pub const TIMEOUT: &str = "core.conversation.timeout";
     /// Sent when a conversation could not continue and was interrupted.
     pub const INTERRUPTED: &str = "core.conversation.interrupted";
+    /// The words that cancel a waiting conversation, comma-separated, for
+    /// [`Trigger::text`](crate::Trigger::text).
+    pub const CANCEL_WORDS: &str = "core.conversation.cancel_words";
+    /// Sent when a conversation was cancelled; an empty text sends nothing.
+    pub const CANCELLED: &str = "core.conversation.cancelled";
 }
 
 const BUILT_IN: &[(&str, &str, &str)] = &[
@@ -23,6 +28,10 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
     ("es", keys::TIMEOUT, "La conversación ha caducado. Escribe de nuevo para empezar."),
     ("en", keys::INTERRUPTED, "Sorry, our conversation was interrupted. Let's start again."),
     ("es", keys::INTERRUPTED, "Perdona, nuestra conversación se interrumpió. Empecemos de nuevo."),
+    ("en", keys::CANCEL_WORDS, "cancel, stop, /cancel"),
+    ("es", keys::CANCEL_WORDS, "cancelar, parar, /cancel"),
+    ("en", keys::CANCELLED, "Cancelled. Send a message whenever you want to start again."),
+    ("es", keys::CANCELLED, "Cancelado. Escribe cuando quieras empezar de nuevo."),
 ];
 
 /// A catalogue of texts by language and key.

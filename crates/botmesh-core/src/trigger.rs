@@ -1,8 +1,10 @@
 //! What starts a flow or a conversation.
 
+use std::sync::LazyLock;
+
 use regex::Regex;
 
-use crate::{ConfigError, Message};
+use crate::{ConfigError, Message, Texts};
 
 /// A condition on a message that starts a flow or conversation.
 #[derive(Debug, Clone)]
@@ -13,8 +15,13 @@ enum Kind {
     Keywords(Vec<String>),
     Pattern(Regex),
     Type(&'static str),
+    /// The comma-separated words of a text, in the message's language.
+    Text(String),
     Any,
 }
+
+/// The built-in texts, for a text trigger matched outside a bot.
+static BUILT_IN: LazyLock<Texts> = LazyLock::new(Texts::default);
 
 impl Trigger {
     /// Matches a message whose body is `word`, ignoring case and surrounding spaces.
@@ -36,6 +43,23 @@ impl Trigger {
         Regex::new(pattern)
             .map(|r| Self(Kind::Pattern(r)))
             .map_err(|source| ConfigError::InvalidPattern { pattern: pattern.to_owned(), source })
+    }
+
+    /// Matches a message whose body is one of the comma-separated words of the text `key` in
+    /// the message's language, ignoring case and surrounding spaces: localized keywords that
+    /// the bot's author can override like any text. `Trigger::text(keys::CANCEL_WORDS)`
+    /// matches `cancel`, `stop` or `/cancel` in English and `cancelar` in Spanish.
+    ///
+    /// ```
+    /// use botmesh_core::{Bot, Trigger, texts::keys};
+    ///
+    /// let builder = Bot::builder()
+    ///     .text("en", keys::CANCEL_WORDS, "cancel, quit, enough")
+    ///     .cancel_on(Trigger::text(keys::CANCEL_WORDS));
+    /// # let _ = builder;
+    /// ```
+    pub fn text(key: impl Into<String>) -> Self {
+        Self(Kind::Text(key.into()))
     }
 
     /// Matches an image, video, document, sticker or audio file.
@@ -63,12 +87,25 @@ impl Trigger {
         Self(Kind::Any)
     }
 
-    /// Whether `message` matches.
+    /// Whether `message` matches; a [`Trigger::text`] looks its words up in the built-in texts.
     pub fn matches(&self, message: &Message) -> bool {
+        self.matches_in(message, &BUILT_IN)
+    }
+
+    /// Whether `message` matches, looking text triggers up in `texts` (the bot's, with its
+    /// overrides).
+    pub(crate) fn matches_in(&self, message: &Message, texts: &Texts) -> bool {
         match &self.0 {
             Kind::Keywords(words) => {
                 let body = message.body.trim();
                 words.iter().any(|w| body.eq_ignore_ascii_case(w) || body.to_lowercase() == *w)
+            }
+            Kind::Text(key) => {
+                let body = message.body.trim();
+                texts.get(message.lang.as_deref(), key).split(',').map(str::trim).any(|w| {
+                    !w.is_empty()
+                        && (body.eq_ignore_ascii_case(w) || body.to_lowercase() == w.to_lowercase())
+                })
             }
             Kind::Pattern(r) => r.is_match(&message.body),
             Kind::Type(t) => message.kind == *t,
@@ -106,6 +143,20 @@ mod tests {
         assert!(Trigger::voice().matches(&m));
         m.set_kind("text");
         assert!(!Trigger::voice().matches(&m));
+    }
+
+    #[test]
+    fn text_triggers_take_their_words_from_the_texts_in_the_message_language() {
+        let cancel = Trigger::text(crate::texts::keys::CANCEL_WORDS);
+        assert!(cancel.matches(&msg(" Stop ")));
+        assert!(cancel.matches(&msg("/cancel")));
+        assert!(!cancel.matches(&msg("stop it")));
+        let spanish = Message::new(Inbound::text("t", "1", "c", "Cancelar").with_lang("es"));
+        assert!(cancel.matches(&spanish));
+        let mut texts = Texts::default();
+        texts.set("en", crate::texts::keys::CANCEL_WORDS, "enough");
+        assert!(cancel.matches_in(&msg("enough"), &texts));
+        assert!(!cancel.matches_in(&msg("stop"), &texts), "the override replaces the words");
     }
 
     #[test]

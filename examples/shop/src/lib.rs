@@ -1,11 +1,13 @@
 //! A shop bot: a persistent order flow with validation, a free-form support conversation,
-//! and reminders.
+//! and reminders. `cancel` (or `stop`, `/cancel`, `cancelar`) leaves whatever is waiting for an
+//! answer, and `order` or `help` interrupt a reminder being set up.
 //!
 //! `main.rs` runs it in the terminal; the integration tests drive [`bot`] with a
 //! `TestProvider`.
 
 use std::time::Duration;
 
+use botmesh_core::texts::keys;
 use botmesh_core::{Ask, BotBuilder, BotError, Conversation, Flow, Step, Trigger};
 use serde_json::json;
 
@@ -26,6 +28,8 @@ pub fn price(size: &str) -> Option<u32> {
 pub fn order_flow() -> Flow {
     Flow::new("order")
         .trigger(Trigger::keywords(["order", "pedido"]))
+        // Starts even while a reminder is being set up, which then ends.
+        .interrupts(true)
         .persistent()
         .timeout(Duration::from_secs(15 * 60))
         .ask(Ask::new("size", "Which size would you like? S, M or L").choices(["S", "M", "L"]))
@@ -85,6 +89,7 @@ pub fn support() -> Conversation {
         Ok::<_, BotError>(())
     })
     .trigger(Trigger::keywords(["help", "ayuda"]))
+    .interrupts(true)
     .timeout(Duration::from_secs(10 * 60))
 }
 
@@ -122,6 +127,8 @@ fn tracing_warn(e: &BotError) {
 /// The shop bot's definition, ready for a provider and a store.
 pub fn bot(builder: BotBuilder) -> BotBuilder {
     builder
+        // cancel, stop, /cancel (cancelar in Spanish): leaves any flow or conversation.
+        .cancel_on(Trigger::text(keys::CANCEL_WORDS))
         .flow(order_flow())
         .flow(remind_flow())
         .conversation(support())

@@ -25,8 +25,10 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+mod exits;
 mod resume;
 
+use self::exits::Exit;
 use self::resume::Found;
 use crate::bot::Shared;
 use crate::conv::{Input, Link, Park};
@@ -1251,15 +1253,33 @@ impl Worker {
             }
         }
         let Some(msg) = self.run_hooks(Message::new(inbound)).await else { return };
+        // Only a chat that may have something in the store costs a read: persistent flows,
+        // hand-over writes, or another replica (or process) having held the chat.
+        let reads = shared.has_persistent || shared.handover.writes_anything() || changed_hands;
+        let found = match self.active {
+            None if reads => self.load_checkpoint(&msg).await,
+            _ => None,
+        };
+        match self.exit_for(&msg, found.as_ref()) {
+            Some(Exit::Cancel) => self.cancel(&msg, found).await,
+            Some(Exit::Interrupt(def)) => self.interrupt(msg, found, def).await,
+            None => self.answer(msg, found, changed_hands).await,
+        }
+        while let Some(kept) = self.leftover.take() {
+            self.route(kept).await;
+        }
+        shared.events.emit(Event::Handled { key: self.key.clone(), id });
+    }
+
+    /// Gives the message to the waiting conversation (in memory, or resumed from what the
+    /// store holds), else routes it.
+    async fn answer(&mut self, msg: Message, found: Option<Found>, changed_hands: bool) {
+        let shared = Arc::clone(self.shared());
         if let Some(active) = self.active.as_mut() {
             active.parked = None;
             active.ctx.link().deliver(Input::Message(msg));
             self.drive().await;
         } else {
-            // Only a chat that may have something in the store costs a read: persistent flows,
-            // hand-over writes, or another replica (or process) having held the chat.
-            let reads = shared.has_persistent || shared.handover.writes_anything() || changed_hands;
-            let found = if reads { self.load_checkpoint(&msg).await } else { None };
             match found {
                 Some(Found::Resume { def, resume, revision }) => {
                     if changed_hands {
@@ -1291,10 +1311,6 @@ impl Worker {
                 None => self.route(msg).await,
             }
         }
-        while let Some(kept) = self.leftover.take() {
-            self.route(kept).await;
-        }
-        shared.events.emit(Event::Handled { key: self.key.clone(), id });
     }
 
     /// Routes a message no conversation waits for: a trigger, else the handlers.
@@ -1425,7 +1441,12 @@ impl Worker {
                 self.leftover = Some(kept);
             }
             match out {
-                Ok(Ok(Next::End)) => self.end(active, EndReason::Completed).await,
+                Ok(Ok(Next::End)) => {
+                    let msg = active.ctx.message();
+                    self.end(active, EndReason::Completed).await;
+                    // A flow this one interrupted comes back, and is driven next.
+                    self.resume_aside(msg).await;
+                }
                 Ok(Ok(Next::Start(name))) => {
                     let msg = active.ctx.message();
                     self.end(active, EndReason::Replaced).await;
@@ -1529,6 +1550,7 @@ impl Worker {
         }
         // Clones of the context held elsewhere (a spawned task) may not act for it any more.
         ctx.mark_ended();
+        self.discard_aside(reason).await;
         self.shared().events.emit(Event::ConversationEnded { key: self.key.clone(), name, reason });
     }
 

@@ -4,7 +4,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use botmesh_traits::{Error, Inbound};
+use botmesh_traits::{CheckpointRecord, Error, Inbound};
 use futures_util::FutureExt;
 
 use super::{Worker, panic_message};
@@ -150,16 +150,28 @@ impl Worker {
         }
     }
 
-    /// Looks for a checkpoint to continue from, or a stub to hand to the fallback.
+    /// Looks for a checkpoint to continue from, or a stub to hand to the fallback; `msg` is
+    /// the message that woke the chat.
     pub(super) async fn load_checkpoint(&mut self, msg: &Message) -> Option<Found> {
-        let shared = Arc::clone(self.shared());
-        let record = match shared.store.get_checkpoint(self.key.as_str()).await {
+        let record = match self.shared().store.get_checkpoint(self.key.as_str()).await {
             Ok(r) => r?,
             Err(e) => {
                 self.report(e.into());
                 return None;
             }
         };
+        self.found_in(record, Some(msg)).await
+    }
+
+    /// What checkpoint row `record` holds: a flow to continue (handing `waking` to the wait
+    /// it was parked on), or a stub for the fallback. A row that cannot be read is reported
+    /// and cleared.
+    pub(super) async fn found_in(
+        &mut self,
+        record: CheckpointRecord,
+        waking: Option<&Message>,
+    ) -> Option<Found> {
+        let shared = Arc::clone(self.shared());
         let revision = record.revision;
         let doc = serde_json::from_str::<CheckpointDoc>(&record.data)
             .map_err(|e| e.to_string())
@@ -233,8 +245,9 @@ impl Worker {
             } else {
                 // The waking message answers the wait after the recorded answers, unless it is one
                 // of them, replayed.
-                let replayed = replay.iter().any(|(answer, _)| answer.id() == msg.id());
-                (replay, doc.question, (!replayed).then(|| msg.clone()))
+                let replayed = |msg: &&Message| replay.iter().any(|(a, _)| a.id() == msg.id());
+                let kept = waking.filter(|msg| !replayed(msg)).cloned();
+                (replay, doc.question, kept)
             };
         let resume = Resume {
             step: doc.step,

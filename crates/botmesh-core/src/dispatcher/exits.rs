@@ -1,0 +1,211 @@
+//! Leaving a waiting conversation. A cancel word ends it; an interrupting trigger ends it (or
+//! sets it aside, to resume once the interrupting conversation completes) and starts another
+//! under the same turn. Decided after the hooks and before any conversation sees the message,
+//! for the conversation in this replica's memory or the one the store holds.
+
+use std::sync::Arc;
+
+use botmesh_traits::{CasOutcome, CheckpointWrite, Error};
+
+use super::Worker;
+use super::resume::Found;
+use crate::flow::Def;
+use crate::texts::keys;
+use crate::{BotError, Ctx, EndReason, Event, Message, Result};
+
+/// What a message does to the conversation waiting for it, besides answering it.
+pub(super) enum Exit {
+    /// A cancel word: the conversation ends.
+    Cancel,
+    /// An interrupting trigger: the conversation ends (or is set aside) and this one starts.
+    Interrupt(Def),
+}
+
+/// The key of the checkpoint row a flow is set aside in while another one interrupts it.
+fn aside_key(key: &str) -> String {
+    format!("{key}|aside")
+}
+
+impl Worker {
+    /// Whether `msg` leaves the conversation waiting in memory, or else the one `found` in
+    /// the store. `None` when nothing waits, or the message is for the conversation.
+    pub(super) fn exit_for(&self, msg: &Message, found: Option<&Found>) -> Option<Exit> {
+        let shared = self.shared();
+        let waiting = match (&self.active, found) {
+            (Some(active), _) => shared.defs.get(&active.name),
+            (None, Some(Found::Resume { def, .. })) => Some(def),
+            (None, Some(Found::Fallback { name, .. })) => shared.defs.get(name),
+            (None, None) => return None,
+        };
+        let texts = &shared.texts;
+        let own = waiting.map_or(&[][..], Def::cancels);
+        if shared.cancels.iter().chain(own).any(|t| t.matches_in(msg, texts)) {
+            return Some(Exit::Cancel);
+        }
+        shared
+            .triggered
+            .iter()
+            .find(|d| d.interrupts() && d.triggers().iter().any(|t| t.matches_in(msg, texts)))
+            .map(|d| Exit::Interrupt(d.clone()))
+    }
+
+    /// Ends the waiting conversation because the user cancelled it, and says so.
+    pub(super) async fn cancel(&mut self, msg: &Message, found: Option<Found>) {
+        self.leave(found, EndReason::Cancelled).await;
+        let shared = Arc::clone(self.shared());
+        let text = shared.texts.get(msg.lang.as_deref(), keys::CANCELLED);
+        if text.is_empty() {
+            return;
+        }
+        let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), None);
+        if let Err(e) = ctx.reply(text.to_owned()).await {
+            self.report(e);
+        }
+    }
+
+    /// Ends the waiting conversation, or sets it aside when it asked for it, and starts `def`
+    /// with `msg`.
+    pub(super) async fn interrupt(&mut self, msg: Message, found: Option<Found>, def: Def) {
+        let waiting = match (&self.active, &found) {
+            (Some(active), _) => self.shared().defs.get(&active.name).cloned(),
+            (None, Some(Found::Resume { def, .. })) => Some(def.clone()),
+            _ => None,
+        };
+        if waiting.is_some_and(|w| w.resumes() && w.name() != def.name())
+            && let Err(e) = self.set_aside().await
+        {
+            // Not set aside: the waiting flow ends like any interrupted one.
+            self.report(e);
+        }
+        self.leave(found, EndReason::Interrupted).await;
+        self.install(def, msg, None);
+        self.drive().await;
+    }
+
+    /// Ends the conversation waiting in memory, or the one only the store holds (its row is
+    /// cleared with a compare-and-set, as any end clears it).
+    async fn leave(&mut self, found: Option<Found>, reason: EndReason) {
+        if let Some(active) = self.active.take() {
+            return self.end(active, reason).await;
+        }
+        let (name, revision) = match found {
+            Some(Found::Resume { def, revision, .. }) => (def.name().to_owned(), revision),
+            Some(Found::Fallback { name, revision, .. }) => (name, revision),
+            None => return,
+        };
+        self.clear_found(revision).await;
+        self.discard_aside(reason).await;
+        let key = self.key.clone();
+        self.shared().events.emit(Event::ConversationEnded { key, name, reason });
+    }
+
+    /// Copies the chat's checkpoint row to the side, for [`Worker::resume_aside`].
+    async fn set_aside(&mut self) -> Result<()> {
+        let shared = Arc::clone(self.shared());
+        let store = &shared.store;
+        let Some(row) = store.get_checkpoint(self.key.as_str()).await? else { return Ok(()) };
+        let aside = aside_key(self.key.as_str());
+        let write = CheckpointWrite::new(row.data);
+        self.turn.check()?;
+        let written = self
+            .turn
+            .effect(async {
+                if shared.cas_checkpoints {
+                    let current = store.get_checkpoint(&aside).await?.map(|r| r.revision);
+                    store.set_checkpoint_if(&aside, &write, current).await.map(drop)
+                } else {
+                    store.set_checkpoint(&aside, &write).await.map(drop)
+                }
+            })
+            .await;
+        Ok(written?)
+    }
+
+    /// After a conversation completed: resumes the flow it interrupted, if one was set aside.
+    /// The row goes back to the chat's checkpoint and the flow continues where it waited,
+    /// asking its question again. Returns whether a flow was installed.
+    pub(super) async fn resume_aside(&mut self, msg: Message) -> bool {
+        match self.take_aside().await {
+            Ok(Some(found)) => {
+                if let Found::Resume { def, resume, revision } = found {
+                    self.install(def, msg, Some((*resume, revision)));
+                    return true;
+                }
+                false
+            }
+            Ok(None) => false,
+            Err(e) => {
+                self.report(e);
+                false
+            }
+        }
+    }
+
+    /// Moves the set-aside row back to the chat's checkpoint and reads it.
+    async fn take_aside(&mut self) -> Result<Option<Found>> {
+        let shared = Arc::clone(self.shared());
+        if !shared.has_resumable {
+            return Ok(None);
+        }
+        let (store, key) = (&shared.store, self.key.as_str());
+        let aside = aside_key(key);
+        let Some(row) = store.get_checkpoint(&aside).await? else { return Ok(None) };
+        self.turn.check()?;
+        let write = CheckpointWrite::new(row.data.clone());
+        let revision = self
+            .turn
+            .effect(async {
+                let revision = if shared.cas_checkpoints {
+                    // The interrupting flow cleared its row as it completed.
+                    match store.set_checkpoint_if(key, &write, None).await? {
+                        CasOutcome::Written { revision } => Some(revision),
+                        _ => None,
+                    }
+                } else {
+                    Some(store.set_checkpoint(key, &write).await?)
+                };
+                clear(&shared, &aside, row.revision).await?;
+                Ok::<_, BotError>(revision)
+            })
+            .await?;
+        let Some(revision) = revision else {
+            // Someone else's conversation holds the chat's row now: the flow set aside is gone.
+            return Ok(None);
+        };
+        let record = botmesh_traits::CheckpointRecord::new(row.data, revision);
+        Ok(self.found_in(record, None).await)
+    }
+
+    /// Forgets a flow set aside when the conversation that interrupted it ended without
+    /// completing (cancelled, timed out, idle, failed): it is not to come back.
+    pub(super) async fn discard_aside(&mut self, reason: EndReason) {
+        let shared = Arc::clone(self.shared());
+        let gives_up = matches!(
+            reason,
+            EndReason::Cancelled | EndReason::Timeout | EndReason::Idle | EndReason::Failed
+        );
+        if !shared.has_resumable || !gives_up || self.turn.check().is_err() {
+            return;
+        }
+        let aside = aside_key(self.key.as_str());
+        let discarded = async {
+            match shared.store.get_checkpoint(&aside).await? {
+                Some(row) => clear(&shared, &aside, row.revision).await,
+                None => Ok(()),
+            }
+        };
+        if let Err(e) = self.turn.effect(discarded).await {
+            self.report(e);
+        }
+    }
+}
+
+/// Clears row `key` at `revision` (conditionally when the store can).
+async fn clear(shared: &crate::bot::Shared, key: &str, revision: u64) -> Result<()> {
+    let cleared: Result<(), Error> = if shared.cas_checkpoints {
+        shared.store.clear_checkpoint_if(key, revision).await.map(drop)
+    } else {
+        shared.store.clear_checkpoint(key).await
+    };
+    Ok(cleared?)
+}
