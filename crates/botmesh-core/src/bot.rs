@@ -63,7 +63,9 @@ pub(crate) struct Shared {
     pub(crate) owner: String,
     /// Journal ids of deliveries refused here whose append may still land (see
     /// `durable::release_if_landed`); a later delivery this replica takes removes its id.
-    pub(crate) landing: Mutex<HashSet<String>>,
+    /// Held across a watcher's look and its release, so a delivery taking the message here
+    /// waits for it rather than racing it.
+    pub(crate) landing: tokio::sync::Mutex<HashSet<String>>,
 }
 
 impl Shared {
@@ -480,7 +482,7 @@ impl BotBuilder {
             handover: self.handover,
             durability: self.durability,
             owner,
-            landing: Mutex::default(),
+            landing: tokio::sync::Mutex::default(),
         });
         let mut task_ids = HashSet::new();
         let store_caps = shared.store.capabilities();

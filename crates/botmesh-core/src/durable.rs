@@ -87,7 +87,7 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     }
     if record.owner == shared.owner {
         // An earlier delivery was refused here, but its append landed: this one takes it.
-        landing(shared).remove(&id);
+        shared.landing.lock().await.remove(&id);
         return Journaled::Adopted(id);
     }
     if record.owner != RELEASED {
@@ -107,6 +107,9 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
             return Journaled::Elsewhere;
         }
     }
+    // Taken here from now on: a release watcher left from an earlier refused delivery of it
+    // must not hand it back (see `release_if_landed`).
+    shared.landing.lock().await.remove(&id);
     match shared.store.inbox_claim(&id, &record.owner, &shared.owner).await {
         Ok(true) => Journaled::Adopted(id),
         Ok(false) => Journaled::Duplicate,
@@ -117,16 +120,47 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     }
 }
 
+/// What [`claim`] found.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per journal record taken over, moved once; boxing would allocate for each"
+)]
+pub(crate) enum Claim {
+    /// This replica's now, to handle.
+    Claimed(Inbound),
+    /// Nothing to handle: acknowledged meanwhile, gone from the journal, or corrupt (reported
+    /// and acknowledged, so nobody tries again).
+    Gone,
+    /// Still pending under someone else (or unknown: the store failed, reported), who may be
+    /// handling it now: what comes after it in the journal must wait for it.
+    Held,
+}
+
 /// Claims pending `record` from its owner for this replica and reads its message back,
-/// reporting it as replayed. `None` when another replica claimed it first, the claim failed
-/// (reported), or the payload is corrupt (reported and acknowledged, so nobody tries again).
-pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Option<Inbound> {
-    match shared.store.inbox_claim(&record.id, &record.owner, &shared.owner).await {
-        Ok(true) => {}
-        Ok(false) => return None,
-        Err(e) => {
-            shared.events.error(None, e.into());
-            return None;
+/// reporting it as replayed. A claim refused because the record moved since it was listed is
+/// looked at again: acknowledged, it is gone; released, it is claimed from there; otherwise
+/// another replica holds it.
+pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
+    let mut from = record.owner.clone();
+    loop {
+        match shared.store.inbox_claim(&record.id, &from, &shared.owner).await {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => {
+                shared.events.error(None, e.into());
+                return Claim::Held;
+            }
+        }
+        match shared.store.inbox_get(&record.id).await {
+            Ok(Some(now)) if now.state == InboxState::Pending && now.owner == RELEASED => {
+                from = RELEASED.to_owned();
+            }
+            Ok(Some(now)) if now.state == InboxState::Pending => return Claim::Held,
+            Ok(_) => return Claim::Gone,
+            Err(e) => {
+                shared.events.error(None, e.into());
+                return Claim::Held;
+            }
         }
     }
     match serde_json::from_str::<Inbound>(&record.payload) {
@@ -136,7 +170,7 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Option<Inbou
                 id: inbound.id.clone(),
                 from: record.owner.clone(),
             });
-            Some(inbound)
+            Claim::Claimed(inbound)
         }
         Err(e) => {
             let source = Error::corrupt(format!("journaled message {}", record.id), e);
@@ -144,7 +178,7 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Option<Inbou
             if let Err(e) = shared.store.inbox_ack(&record.id).await {
                 shared.events.error(None, e.into());
             }
-            None
+            Claim::Gone
         }
     }
 }
@@ -203,13 +237,17 @@ where
 /// Releases journaled message `id` if an append this replica gave up on landed after all,
 /// so that the sender's next delivery takes it over (see [`adopt`]). Checked a few times, as
 /// the append may sit in a frozen server's buffer for a while.
-pub(crate) fn release_if_landed(shared: &Arc<Shared>, id: String) {
+pub(crate) async fn release_if_landed(shared: &Arc<Shared>, id: String) {
+    // Watched from before the refusal is answered: a retry taken here finds it watched.
+    shared.landing.lock().await.insert(id.clone());
     let shared = Arc::clone(shared);
-    landing(&shared).insert(id.clone());
     tokio::spawn(async move {
         for wait in [50, 200, 1000, 4000] {
             tokio::time::sleep(Duration::from_millis(wait)).await;
-            if !landing(&shared).contains(&id) {
+            // Held through the look and the release: a later delivery of it taken here waits
+            // for this pass, and takes it from `released` if it came too late.
+            let landing = shared.landing.lock().await;
+            if !landing.contains(&id) {
                 // A later delivery of it was taken here, and is queued.
                 return;
             }
@@ -225,14 +263,8 @@ pub(crate) fn release_if_landed(shared: &Arc<Shared>, id: String) {
                 Ok(None) | Err(_) => {}
             }
         }
-        landing(&shared).remove(&id);
+        shared.landing.lock().await.remove(&id);
     });
-}
-
-/// The journal ids [`release_if_landed`] watches.
-fn landing(shared: &Shared) -> std::sync::MutexGuard<'_, HashSet<String>> {
-    // Held for one set operation, without user code.
-    shared.landing.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Every `replay_every`, finds the pending messages whose owner is dead (or that a replica
@@ -288,7 +320,7 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
                 continue;
             }
             // One process: the records an earlier process left, queued again at start.
-            if let Some(inbound) = claim(&shared, &record).await {
+            if let Claim::Claimed(inbound) = claim(&shared, &record).await {
                 dispatcher.requeue(inbound, record.id);
             }
         }

@@ -33,7 +33,7 @@ use self::resume::Found;
 use crate::bot::Shared;
 use crate::conv::{Input, Link, Park};
 use crate::coordination::{Coordination, Turn, TurnSlot};
-use crate::durable::{self, Journaled};
+use crate::durable::{self, Claim, Journaled};
 use crate::flow::Def;
 use crate::handover::FlowHandover;
 use crate::runner::{self, Next, Resume};
@@ -236,7 +236,9 @@ fn sort_left_over(
     let own = own.filter(|_| !left.own_gone);
     let (mut seen_own, mut blocked) = (false, false);
     for record in records {
-        let takeable = record.owner == durable::RELEASED || passed.contains(&record.owner);
+        // A hand-back names its replica too; its own queued messages are still its own.
+        let takeable = record.owner == durable::RELEASED
+            || (record.owner != me && passed.contains(&record.owner));
         if Some(record.id.as_str()) == own {
             seen_own = true;
             // Taken over by another holder, which may be handling it right now: what comes
@@ -552,7 +554,7 @@ async fn journal_jobs(shared: &Arc<Shared>, jobs: &mut [Job]) {
                 if let Work::Message(m) = &job.work {
                     // The append may still land (a timed-out reply): released then, so that
                     // the sender's next delivery, wherever it goes, takes it over.
-                    durable::release_if_landed(shared, durable::journal_id(m));
+                    durable::release_if_landed(shared, durable::journal_id(m)).await;
                 }
                 Journal::Refused
             }
@@ -1137,7 +1139,18 @@ impl Worker {
                 }
                 return true;
             }
-            let Some(inbound) = durable::claim(&shared, &record).await else { continue };
+            let inbound = match durable::claim(&shared, &record).await {
+                Claim::Claimed(inbound) => inbound,
+                Claim::Gone => continue,
+                // Someone else has it, and may be handling it now: nothing after it in the
+                // journal may go first. The rest is released for a later holder.
+                Claim::Held => {
+                    for record in records {
+                        self.release_record(&record.id, &record.owner).await;
+                    }
+                    return true;
+                }
+            };
             self.turn.set_first_attempt(false);
             self.bounded(Work::Message(inbound.clone()), changed_hands).await;
             changed_hands = false;
@@ -1678,6 +1691,18 @@ mod tests {
         let (before, after, rest, gone) = sort(&journal, Some("own"), false, true);
         assert!(gone);
         assert_eq!((before, after, rest), (vec!["r1".into()], vec![], vec!["r2".into()]));
+    }
+
+    #[test]
+    fn a_hand_back_naming_this_replica_leaves_its_own_queued_messages_to_their_jobs() {
+        // The grant after this replica's own hand-back names it: its messages still queued
+        // here with their tickets are not taken over, and what follows them waits.
+        let journal = [rec("r1", R), rec("mine", "me"), rec("r2", R)];
+        let passed = ["me".to_owned()];
+        let left = sort_left_over(journal.to_vec(), &passed, None, "me", false, true);
+        assert_eq!(ids(&left.before), ["r1"]);
+        assert!(left.after.is_empty());
+        assert_eq!(ids(&left.rest), ["r2"]);
     }
 
     #[test]
