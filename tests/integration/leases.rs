@@ -22,6 +22,7 @@ on_both_backends!(
     a_release_that_fails_on_the_wire_is_repaired_within_a_third_of_the_lease,
     a_stalled_replica_drops_its_conversation_and_never_writes_the_checkpoint_afterwards,
     a_suspended_step_s_background_task_never_writes_the_checkpoint_once_the_chat_is_taken_again,
+    a_send_still_in_flight_when_the_turn_is_lost_never_reaches_the_user,
 );
 
 /// Replies after `work`.
@@ -304,4 +305,22 @@ async fn a_redis_coordinator_carries_the_lease_it_was_given() {
     .await;
     // Real time: a poll and a round trip on top of the lease.
     assert!(waited <= lease + lease / 3 + Duration::from_millis(300), "took over after {waited:?}");
+}
+
+async fn a_send_still_in_flight_when_the_turn_is_lost_never_reaches_the_user(
+    backend: &impl Backend,
+) {
+    let a = replica(backend, "a", TestProvider::new(), |c| c, slow(Duration::ZERO)).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, slow(Duration::ZERO)).await;
+    // a's reply takes three leases to go out; its heartbeats stop getting through meanwhile.
+    a.provider.delay_sends(LEASE * 3);
+    a.provider.say("c", "one");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    a.coordinator.set_stalled(true);
+    b.provider.say("c", "two");
+    b.provider.wait_sent(1).await;
+    a.provider.settled(&a.bot).await;
+    assert!(a.provider.sent().is_empty(), "the late send was dropped: {:?}", a.provider.sent());
+    assert_eq!(b.provider.texts_to("c"), ["did two"]);
+    assert_eq!(lease_lost_events(&a, "c"), 1);
 }

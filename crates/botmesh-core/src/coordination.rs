@@ -206,10 +206,35 @@ impl TurnSlot {
 
     /// Runs an effect (a send, a checkpoint write) counted as in flight: a job cut short lets
     /// it finish before the turn goes, so it cannot land after the next holder started.
-    pub(crate) async fn effect<F: Future>(&self, effect: F) -> F::Output {
+    ///
+    /// The turn is checked again every time the effect is polled, before it makes progress: a
+    /// process frozen in the middle of a send (after the check that let it start) wakes up to
+    /// a lost turn and drops the send instead of finishing it out of turn. What the effect
+    /// already handed to the network before the freeze reached it before the freeze, inside
+    /// the turn.
+    pub(crate) async fn effect<T, E, F>(&self, effect: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let _counted = InFlight(self);
-        effect.await
+        let mut effect = std::pin::pin!(effect);
+        std::future::poll_fn(|cx| {
+            if let Err(lost) = self.check_turn() {
+                return std::task::Poll::Ready(Err(lost.into()));
+            }
+            effect.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    /// The turn's own check, without the cut: an effect started before a cut may finish.
+    fn check_turn(&self) -> Result<(), Error> {
+        match &*self.lock() {
+            Some(turn) => turn.check(),
+            None => Ok(()),
+        }
     }
 
     /// Waits until no effect is in flight.

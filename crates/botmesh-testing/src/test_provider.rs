@@ -38,6 +38,8 @@ struct Inner {
     drained: Notify,
     /// How many of the next sends fail.
     failing_sends: AtomicU32,
+    /// How long each send takes before the message reaches the users.
+    send_delay: Mutex<std::time::Duration>,
     /// When the transport was started (open) and stopped (closed).
     history: Mutex<Vec<(Instant, TransportStatus)>>,
 }
@@ -116,6 +118,7 @@ impl TestProvider {
                 queued: AtomicUsize::new(0),
                 drained: Notify::new(),
                 failing_sends: AtomicU32::new(0),
+                send_delay: Mutex::new(std::time::Duration::ZERO),
                 history: Mutex::new(Vec::new()),
             }),
         }
@@ -224,6 +227,12 @@ impl TestProvider {
         lock(&self.inner.history).clone()
     }
 
+    /// Makes every later send take `delay` before the message reaches the users, as a slow
+    /// platform or a frozen connection does; a send dropped meanwhile never arrives.
+    pub fn delay_sends(&self, delay: std::time::Duration) {
+        *lock(&self.inner.send_delay) = delay;
+    }
+
     /// Makes the next `count` sends fail with a provider error, as a platform that refuses
     /// them would; the messages are not delivered.
     pub fn fail_sends(&self, count: u32) {
@@ -265,6 +274,10 @@ impl Provider for TestProvider {
     }
 
     async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
+        let delay = *lock(&self.inner.send_delay);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         if *lock(&self.inner.status) != TransportStatus::Open {
             return Err(Error::TransportClosed { provider: self.inner.id.clone() });
         }
