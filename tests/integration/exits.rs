@@ -18,6 +18,9 @@ use crate::support::{Recorder, builder};
 
 on_both_backends!(
     a_cancel_word_from_the_other_replica_ends_the_flow_there_and_nothing_of_it_is_left,
+    a_cancel_word_from_the_other_replica_ends_a_do_step_parked_on_a_later_question,
+    a_cancel_word_from_the_other_replica_sent_during_a_sleep_ends_the_flow_when_its_turn_comes,
+    a_cancel_word_from_the_other_replica_clears_the_stub_of_a_conversation_that_lives_elsewhere,
     an_interrupting_trigger_from_the_other_replica_ends_the_old_flow_once_and_starts_the_new_one,
     a_flow_set_aside_by_an_interruption_resumes_on_whichever_replica_the_interruption_ends,
 );
@@ -350,4 +353,88 @@ async fn a_flow_set_aside_by_an_interruption_resumes_on_whichever_replica_the_in
     assert_eq!(a.provider.texts_to("c").last().map(String::as_str), Some("Ann likes red"));
     assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
     assert_eq!(backend.store().get_checkpoint("c|aside").await.unwrap(), None);
+}
+
+/// Two replicas running `flow`; a gets `at_a` (settling after each), then b gets `cancel`.
+async fn cancelled_from_b(
+    backend: &impl Backend,
+    flow: fn() -> Flow,
+    at_a: &[&str],
+    pause_before_cancel: Option<Duration>,
+) -> (Replica, Replica) {
+    let bot = move |b: BotBuilder| cancellable(b.flow(flow()));
+    let a = replica(backend, "a", TestProvider::new(), |c| c, bot).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, bot).await;
+    for t in at_a {
+        a.provider.say("c", t);
+        if pause_before_cancel.is_none() {
+            a.provider.settled(&a.bot).await;
+        }
+    }
+    if let Some(pause) = pause_before_cancel {
+        tokio::time::sleep(pause).await;
+    }
+    b.provider.say("c", "cancel");
+    b.provider.settled(&b.bot).await;
+    a.provider.settled(&a.bot).await;
+    assert_eq!(b.provider.texts_to("c"), [CANCELLED]);
+    assert_eq!(events_of(&[&a, &b], EndReason::Cancelled), 1, "ended once");
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "no checkpoint left");
+    (a, b)
+}
+
+async fn a_cancel_word_from_the_other_replica_ends_a_do_step_parked_on_a_later_question(
+    backend: &impl Backend,
+) {
+    let (a, _) = cancelled_from_b(backend, form, &["form", "x", "y"], None).await;
+    assert_eq!(a.provider.texts_to("c"), ["Q0?", "Q1?", "Q2?"]);
+    a.provider.say("c", "z");
+    a.provider.settled(&a.bot).await;
+    assert_eq!(
+        a.provider.texts_to("c").last().map(String::as_str),
+        Some("echo z"),
+        "routed as new"
+    );
+}
+
+async fn a_cancel_word_from_the_other_replica_sent_during_a_sleep_ends_the_flow_when_its_turn_comes(
+    backend: &impl Backend,
+) {
+    // a's step sleeps five seconds after the first answer, holding the chat's turn: b's cancel
+    // waits for it, then finds the flow parked on the next question.
+    let (a, _) =
+        cancelled_from_b(backend, form, &["form", "x"], Some(Duration::from_millis(500))).await;
+    assert_eq!(a.provider.texts_to("c"), ["Q0?", "Q1?"]);
+}
+
+async fn a_cancel_word_from_the_other_replica_clears_the_stub_of_a_conversation_that_lives_elsewhere(
+    backend: &impl Backend,
+) {
+    let support = || {
+        Conversation::new("support", |c| async move {
+            let problem = c.ask("What went wrong?").await?;
+            c.send(format!("Noted: {}", problem.body)).await?;
+            Ok::<_, BotError>(())
+        })
+        .trigger(Trigger::keyword("help"))
+        .timeout(Duration::from_secs(2))
+    };
+    let bot = move |b: BotBuilder| {
+        cancellable(b.conversation(support()))
+            .handover(botmesh_core::Handover::new().fallback(botmesh_core::Fallback::Notify))
+    };
+    let a = replica(backend, "a", TestProvider::new(), |c| c, bot).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, bot).await;
+    a.provider.say("c", "help");
+    a.provider.settled(&a.bot).await;
+    assert!(backend.store().get_checkpoint("c").await.unwrap().is_some(), "a left a stub");
+    b.provider.say("c", "stop");
+    b.provider.settled(&b.bot).await;
+    assert_eq!(b.provider.texts_to("c"), [CANCELLED], "no interruption notice: it was cancelled");
+    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "the stub is gone");
+    assert_eq!(events_of(&[&a, &b], EndReason::Cancelled), 1);
+    // a's copy in memory times out under a turn, finds itself stale, and says nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["What went wrong?"]);
 }
