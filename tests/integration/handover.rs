@@ -36,6 +36,7 @@ on_both_backends!(
     a_delivery_another_live_replica_holds_is_refused_until_it_is_done,
     a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over,
     a_replica_whose_leases_lapsed_refuses_deliveries_until_it_renews,
+    a_delivery_whose_ticket_came_after_the_replica_froze_is_refused_not_acknowledged,
     a_re_run_step_s_send_reaches_the_user_once,
     a_reply_whose_send_failed_twice_goes_out_on_the_third_run,
     a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it,
@@ -692,6 +693,39 @@ async fn a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over(backend:
     assert_eq!(b.provider.texts_to("c"), ["b did slow"], "handled once, by b");
     assert!(a.provider.sent().is_empty());
     assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "acknowledged");
+}
+
+async fn a_delivery_whose_ticket_came_after_the_replica_froze_is_refused_not_acknowledged(
+    backend: &impl Backend,
+) {
+    // Without durability: the delivery enters `accept` while the replica is healthy, but its
+    // ticket comes back only after the replica stopped being able to renew its leases.
+    let plain = |b: BotBuilder| {
+        b.on_message(|ctx| async move {
+            ctx.reply(format!("did {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        })
+    };
+    let a = replica(backend, "a", TestProvider::new(), |c| c, plain).await;
+    a.coordinator.delay_tickets(LEASE);
+    let accepting = {
+        let bot = a.bot.clone();
+        tokio::spawn(async move { bot.accept(delivery("w1", "hi")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    a.coordinator.set_stalled(true);
+    let answered = accepting.await.unwrap();
+    assert!(answered.is_err(), "refused, so the sender delivers it again: {answered:?}");
+    a.coordinator.delay_tickets(Duration::ZERO);
+    a.coordinator.set_stalled(false);
+    let t0 = tokio::time::Instant::now();
+    while a.bot.accept(delivery("w1", "hi")).await.is_err() {
+        assert!(t0.elapsed() < LEASE * 5, "never renewed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.provider.wait_sent(1).await;
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["did hi"], "handled once, from the redelivery");
 }
 
 async fn a_replica_whose_leases_lapsed_refuses_deliveries_until_it_renews(backend: &impl Backend) {

@@ -21,6 +21,8 @@ use botmesh_traits::{
 ///   reaching the backend.
 /// - [`delay_leadership`](Self::delay_leadership): campaign and resignation replies arrive
 ///   late, as from a slow backend.
+/// - [`delay_tickets`](Self::delay_tickets): tickets arrive late, as to a process that froze
+///   while it took them.
 #[derive(Debug)]
 pub struct FaultyCoordinator<C: ?Sized = dyn Coordinator> {
     crashed: AtomicBool,
@@ -28,6 +30,7 @@ pub struct FaultyCoordinator<C: ?Sized = dyn Coordinator> {
     failing_heartbeats: AtomicU32,
     failing_releases: AtomicU32,
     leadership_delay: std::sync::Mutex<Duration>,
+    ticket_delay: std::sync::Mutex<Duration>,
     inner: Arc<C>,
 }
 
@@ -40,6 +43,7 @@ impl<C: Coordinator + ?Sized> FaultyCoordinator<C> {
             failing_heartbeats: AtomicU32::new(0),
             failing_releases: AtomicU32::new(0),
             leadership_delay: std::sync::Mutex::new(Duration::ZERO),
+            ticket_delay: std::sync::Mutex::new(Duration::ZERO),
             inner,
         }
     }
@@ -68,6 +72,12 @@ impl<C: Coordinator + ?Sized> FaultyCoordinator<C> {
     /// `delay` after the backend did.
     pub fn delay_leadership(&self, delay: Duration) {
         *self.leadership_delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = delay;
+    }
+
+    /// Makes every later ticket answer `delay` after the backend gave it, as on a process
+    /// that froze while it took it.
+    pub fn delay_tickets(&self, delay: Duration) {
+        *self.ticket_delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = delay;
     }
 
     fn take(counter: &AtomicU32) -> bool {
@@ -121,6 +131,10 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
     async fn take_ticket(&self, key: &str) -> Result<Ticket> {
         self.alive()?;
         let ticket = self.inner.take_ticket(key).await?;
+        let delay = *self.ticket_delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         self.alive()?;
         Ok(ticket)
     }

@@ -591,6 +591,9 @@ async fn ticketer(
             Ok(_) => (Vec::new().into_iter(), "the backend returned too few tickets".to_owned()),
             Err(e) => (Vec::new().into_iter(), e.to_string()),
         };
+        // The replica may have frozen while it took them: a turn it gets now is not to be
+        // trusted until its leases are renewed, so a waiting sender is told to deliver again.
+        let stalled = coordination.stalled();
         for mut job in batch.drain(..) {
             // Each job of a failed call is reported on its own, with the call's error.
             let ticket = takes(&job).then(|| {
@@ -599,6 +602,14 @@ async fn ticketer(
                     source: None,
                 })
             });
+            let ticket = match ticket {
+                Some(Ok(ticket)) if stalled && job.accepted.is_some() => {
+                    coordination.withdraw(ticket).await;
+                    let reason = "this replica's leases lapsed and are not renewed yet".to_owned();
+                    Some(Err(Error::CoordinationUnavailable { reason, source: None }))
+                }
+                ticket => ticket,
+            };
             job.answer(match &ticket {
                 Some(Err(e)) => Err(e),
                 _ => Ok(()),
