@@ -1,0 +1,16 @@
+local st, q = KEYS[1], KEYS[2]
+local inc, seq, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local member = member_of(q, seq, inc)
+if member then redis.call('ZREM', q, member) end
+local mine = inc .. '|' .. seq .. '|'
+local h = redis.call('HGET', st, 'h')
+local held = h and string.sub(h, 1, #mine) == mine
+if held then
+  redis.call('HDEL', st, 'h')
+  restore_previous(st)
+end
+-- A withdrawn ticket's message did not get its turn: the next holder takes it over, if it
+-- was journaled.
+if member or held then passed(st, inc) end
+local g = freed(st, q, prefix, wake, key, keep, inc, false)
+return {1, g[1], g[2], g[3], g[4]}
