@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use botmesh_traits::{BoxError, ChatKey, Error, MessageId};
+use botmesh_traits::{BoxError, ChatKey, Error, ErrorKind, MessageId, Recovery};
 
 /// A `Result` whose error defaults to [`BotError`].
 pub type Result<T, E = BotError> = std::result::Result<T, E>;
@@ -129,10 +129,36 @@ impl BotError {
         }
     }
 
+    /// The class of the provider, store or coordinator error behind this one: a
+    /// [`Contract`](Self::Contract) error, or one a handler, hook or conversation returned
+    /// (as a [`BotError`] or an [`Error`]). `None` when no backend or transport is to blame.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            Self::Contract(e) => Some(e.kind()),
+            Self::Handler { source, .. } => source_kind(source),
+            _ => None,
+        }
+    }
+
+    /// What the runtime does about this error when it ends a handler or a step: the
+    /// [`Recovery`] of its [`kind`](Self::kind), and [`Recovery::Fail`] for an error of the
+    /// bot's own code.
+    pub fn recovery(&self) -> Recovery {
+        self.kind().map_or(Recovery::Fail, ErrorKind::recovery)
+    }
+
     /// Whether this is the idle watchdog firing.
     pub fn is_idle(&self) -> bool {
         matches!(self, Self::Idle { .. })
     }
+}
+
+/// The class of the contract error a handler returned, if it returned one.
+pub(crate) fn source_kind(source: &BoxError) -> Option<ErrorKind> {
+    if let Some(e) = source.downcast_ref::<BotError>() {
+        return e.kind();
+    }
+    source.downcast_ref::<Error>().map(Error::kind)
 }
 
 /// A configuration the bot builder refuses.
@@ -183,4 +209,31 @@ pub enum ConfigError {
         #[source]
         source: regex::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handler(source: BoxError) -> BotError {
+        BotError::Handler { key: ChatKey::from("chat:1"), source }
+    }
+
+    #[test]
+    fn a_handler_s_error_is_classified_by_the_contract_error_inside_it() {
+        let store = Error::store("get_chat", std::io::Error::other("reset"));
+        assert_eq!(handler(Box::new(store)).recovery(), Recovery::Retry);
+        let not_leader = BotError::from(Error::ProviderNotLeader { provider: "wa".into() });
+        let e = handler(Box::new(not_leader));
+        assert_eq!(e.kind(), Some(ErrorKind::ProviderNotLeader));
+        assert_eq!(e.recovery(), Recovery::HandBack);
+    }
+
+    #[test]
+    fn an_error_of_the_bot_s_own_code_fails() {
+        let e = handler(Box::new(std::io::Error::other("bad order")));
+        assert_eq!(e.kind(), None);
+        assert_eq!(e.recovery(), Recovery::Fail);
+        assert_eq!(BotError::NotRunning.recovery(), Recovery::Fail);
+    }
 }

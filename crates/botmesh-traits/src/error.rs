@@ -159,6 +159,40 @@ pub enum ErrorKind {
     Configuration,
 }
 
+/// What to do about a failed operation: the one classification every part of botmesh uses to
+/// decide between trying again, leaving the work to another replica, and giving up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Recovery {
+    /// A backend or the transport failed for a while: the same call may succeed if tried
+    /// again. A message whose handling failed this way is not the user's fault; it runs again.
+    Retry,
+    /// This replica may no longer act for the chat or the transport (its turn or the
+    /// transport's leadership is elsewhere): stop, keep the conversation where its checkpoint
+    /// says, and leave the message to whoever holds the work now.
+    HandBack,
+    /// The call is wrong (bad input, a corrupt record, an unsupported operation, a wrong
+    /// configuration): it fails the same way however often it is tried.
+    Fail,
+}
+
+impl ErrorKind {
+    /// What to do about an error of this kind.
+    pub fn recovery(self) -> Recovery {
+        match self {
+            Self::CoordinationUnavailable
+            | Self::Store
+            | Self::Provider
+            | Self::TransportClosed
+            | Self::RateLimited => Recovery::Retry,
+            Self::LeaseLost | Self::ProviderNotLeader => Recovery::HandBack,
+            Self::Unsupported | Self::Corrupt | Self::InvalidInput | Self::Configuration => {
+                Recovery::Fail
+            }
+        }
+    }
+}
+
 impl Error {
     /// The class of this error.
     pub fn kind(&self) -> ErrorKind {
@@ -177,19 +211,18 @@ impl Error {
         }
     }
 
-    /// Whether trying the same operation again later may succeed.
+    /// What a caller should do about this error; see [`Recovery`].
+    pub fn recovery(&self) -> Recovery {
+        self.kind().recovery()
+    }
+
+    /// Whether trying the same operation again later may succeed: its
+    /// [`recovery`](Self::recovery) is [`Recovery::Retry`].
     ///
-    /// Backend and transport faults are retryable; a lost lease, bad input or a wrong
-    /// configuration are not.
+    /// Backend and transport faults are retryable; a lost lease, a transport led elsewhere,
+    /// bad input or a wrong configuration are not.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self.kind(),
-            ErrorKind::CoordinationUnavailable
-                | ErrorKind::Store
-                | ErrorKind::Provider
-                | ErrorKind::TransportClosed
-                | ErrorKind::RateLimited
-        )
+        self.recovery() == Recovery::Retry
     }
 
     /// Wraps a backend error raised by store operation `op`.
@@ -230,5 +263,18 @@ mod tests {
         assert!(e.is_retryable());
         let e = Error::CoordinationUnavailable { reason: "turn wait".into(), source: None };
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn a_turn_or_transport_held_elsewhere_is_handed_back_and_wrong_input_fails() {
+        let e = Error::LeaseLost { key: "chat:1".into(), reason: LeaseLostReason::Stalled };
+        assert_eq!(e.recovery(), Recovery::HandBack);
+        let e = Error::ProviderNotLeader { provider: "wa".into() };
+        assert_eq!(e.recovery(), Recovery::HandBack);
+        assert!(!e.is_retryable());
+        let e = Error::InvalidInput { reason: "too large".into() };
+        assert_eq!(e.recovery(), Recovery::Fail);
+        let e = Error::corrupt("checkpoint", std::io::Error::other("bad json"));
+        assert_eq!(e.recovery(), Recovery::Fail);
     }
 }

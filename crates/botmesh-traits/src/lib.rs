@@ -40,7 +40,7 @@ mod provider;
 mod store;
 
 pub use coordinator::{Coordinator, DEFAULT_LEASE, Leadership, ReleaseOptions, Ticket, TurnGrant};
-pub use error::{BoxError, Error, ErrorKind, LeaseLostReason, Result};
+pub use error::{BoxError, Error, ErrorKind, LeaseLostReason, Recovery, Result};
 pub use message::{
     Button, ChatId, ChatKey, Content, Inbound, MediaKind, MessageId, Outbound, OutboundContent,
 };

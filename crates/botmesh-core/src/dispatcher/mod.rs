@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use botmesh_traits::{
     ChatKey, ChatRecord, Error, ErrorKind, Inbound, InboxRecord, InboxState, LeaseLostReason,
-    ReleaseOptions, Ticket,
+    Recovery, ReleaseOptions, Ticket,
 };
 use futures_util::FutureExt;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -1381,10 +1381,15 @@ impl Worker {
                 Ok(Err(_)) if self.turn.is_cut() => self.cut = true,
                 // The turn was lost under it, which was reported when it happened; the message
                 // goes to the next holder.
-                Ok(Err(source)) if lease_lost(&source) => {}
                 Ok(Err(source)) => {
-                    self.faulted |= infrastructure(&source);
-                    self.report(BotError::Handler { key: self.key.clone(), source });
+                    let error = BotError::Handler { key: self.key.clone(), source };
+                    // A lost turn was reported when it happened; the message goes to the next
+                    // holder. A backend or the transport failing is not the handler's logic:
+                    // with durability the message is handed back instead of acknowledged.
+                    if error.kind() != Some(ErrorKind::LeaseLost) {
+                        self.faulted |= error.recovery() != Recovery::Fail;
+                        self.report(error);
+                    }
                 }
                 Err(panic) => self.report(BotError::Panic {
                     key: self.key.clone(),
@@ -1480,18 +1485,6 @@ impl Worker {
                     }
                 }
                 Ok(Err(BotError::Idle { .. })) => self.end(active, EndReason::Idle).await,
-                Ok(Err(BotError::Contract(e)))
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::ProviderNotLeader | ErrorKind::TransportClosed
-                    ) =>
-                {
-                    // The transport went away under the step (a stop, a step-down): the user did
-                    // nothing wrong, so the conversation stays where it was for whoever sends next.
-                    self.faulted = true;
-                    self.report(e.into());
-                    self.end(active, EndReason::Suspended).await;
-                }
                 Ok(Err(BotError::Contract(Error::LeaseLost { key, reason }))) => {
                     // A refused compare-and-set is news; a stalled turn the coordination runtime
                     // reported when it gave it up. One loss, one event.
@@ -1501,19 +1494,17 @@ impl Worker {
                     self.end(active, EndReason::LeaseLost).await;
                 }
                 Ok(Err(e)) => {
-                    let backend = match &e {
-                        BotError::Handler { source, .. } => infrastructure(source),
-                        other => infrastructure_error(other),
-                    };
+                    let recovery = e.recovery();
                     self.report(e);
-                    if backend {
-                        // A store or the transport failed under the step, not the step's own
-                        // logic: it stays where its checkpoint says, and with durability the
-                        // message is handed back to run it again.
+                    if recovery == Recovery::Fail {
+                        self.end(active, EndReason::Failed).await;
+                    } else {
+                        // A store or the transport failed under the step, or the transport
+                        // went away (a stop, a step-down), not the step's own logic: it stays
+                        // where its checkpoint says, and with durability the message is handed
+                        // back to run it again.
                         self.faulted = true;
                         self.end(active, EndReason::Suspended).await;
-                    } else {
-                        self.end(active, EndReason::Failed).await;
                     }
                 }
                 Err(panic) => {
@@ -1581,43 +1572,6 @@ impl Worker {
     fn report(&self, error: BotError) {
         self.shared().events.error(Some(&self.key), error);
     }
-}
-
-/// Whether a handler failed because its turn was lost.
-fn lease_lost(source: &botmesh_traits::BoxError) -> bool {
-    let kind = source
-        .downcast_ref::<BotError>()
-        .and_then(BotError::as_contract)
-        .or_else(|| source.downcast_ref::<Error>())
-        .map(Error::kind);
-    kind == Some(ErrorKind::LeaseLost)
-}
-
-/// Whether a handler's error came from a backend or the transport rather than from the
-/// handler's own logic: a store or provider failure, an unavailable coordination backend.
-fn infrastructure(source: &botmesh_traits::BoxError) -> bool {
-    source.downcast_ref::<BotError>().is_some_and(infrastructure_error)
-        || source.downcast_ref::<Error>().is_some_and(|e| infrastructure_kind(e.kind()))
-}
-
-fn infrastructure_error(error: &BotError) -> bool {
-    match error {
-        BotError::Contract(e) => infrastructure_kind(e.kind()),
-        BotError::Handler { source, .. } => infrastructure(source),
-        _ => false,
-    }
-}
-
-fn infrastructure_kind(kind: ErrorKind) -> bool {
-    matches!(
-        kind,
-        ErrorKind::Store
-            | ErrorKind::Provider
-            | ErrorKind::CoordinationUnavailable
-            | ErrorKind::TransportClosed
-            | ErrorKind::ProviderNotLeader
-            | ErrorKind::RateLimited
-    )
 }
 
 /// Milliseconds since the Unix epoch.
