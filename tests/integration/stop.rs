@@ -1,15 +1,17 @@
 //! A graceful stop: what is queued is answered before the transport goes, on one process and
-//! on two replicas, and nothing is sent once `stop` returned.
+//! on two replicas, nothing is sent once `stop` returned, and no background task outlives it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotBuilder, BotError, Durability, Inbound, Outbound};
+use botmesh_core::{Bot, BotBuilder, BotError, Durability, Inbound, MemoryStore, Outbound, Store};
+use botmesh_testing::{FaultyStore, TestProvider};
 
 use crate::backends::{Backend, Memory, Redis};
 use crate::replicas::replica;
-use crate::support::builder;
+use crate::support::{Recorder, builder};
 
 on_both_backends!(
     a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_one_exactly_once,
@@ -99,14 +101,12 @@ async fn a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_
     let durable =
         |b: BotBuilder| b.durability(Durability::new().replay_every(Duration::from_millis(100)));
     let work = Duration::from_millis(300);
-    let a = replica(backend, "a", botmesh_testing::TestProvider::new(), settle, move |b| {
-        worker("a", work)(durable(b))
-    })
-    .await;
-    let b = replica(backend, "b", botmesh_testing::TestProvider::new(), settle, move |b| {
-        worker("b", work)(durable(b))
-    })
-    .await;
+    let a =
+        replica(backend, "a", TestProvider::new(), settle, move |b| worker("a", work)(durable(b)))
+            .await;
+    let b =
+        replica(backend, "b", TestProvider::new(), settle, move |b| worker("b", work)(durable(b)))
+            .await;
     // Every message is journaled and holds its ticket at a when the stop begins.
     // Each chat's messages arrive in order; the chats arrive side by side.
     let accepts: Vec<_> = messages("test")
@@ -136,4 +136,60 @@ async fn a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_
     let counts = replies(&all);
     assert_each_answered_once(&counts);
     assert!(backend.store().inbox_pending(100).await.unwrap().is_empty(), "all acknowledged");
+}
+
+/// A durable echo bot on a store whose acknowledgements the test can fail.
+fn durable_echo() -> (Bot, TestProvider, Recorder, Arc<FaultyStore>) {
+    let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
+    let (b, provider, rec) = builder();
+    let bot = worker("a", Duration::ZERO)(b)
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .durability(Durability::new())
+        .build()
+        .unwrap();
+    (bot, provider, rec, store)
+}
+
+async fn pending(store: &FaultyStore) -> usize {
+    store.inbox_pending(10).await.unwrap().len()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acknowledgement_that_failed_is_tried_again_until_it_lands() {
+    let (bot, provider, rec, store) = durable_echo();
+    store.fail_acknowledgements(3);
+    bot.start().await.unwrap();
+    provider.say("c1", "hi");
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c1"), ["a did hi"]);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(pending(&store).await, 0, "the repair queue acknowledged it");
+    assert_eq!(store.acknowledgements_tried(), 4);
+    assert_eq!(rec.errors().len(), 3, "each failed try is reported: {:?}", rec.errors());
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_repair_runs_once_stop_returned_and_what_is_left_lands_at_the_next_start() {
+    let (bot, provider, _rec, store) = durable_echo();
+    store.fail_acknowledgements(u32::MAX);
+    bot.start().await.unwrap();
+    provider.say("c1", "hi");
+    provider.settled(&bot).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before_stop = store.acknowledgements_tried();
+    assert!(before_stop > 2, "the acknowledgement was tried again while running: {before_stop}");
+    bot.stop().await.unwrap();
+    let at_stop = store.acknowledgements_tried();
+    assert_eq!(at_stop, before_stop + 1, "stop tries what is left once more");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(store.acknowledgements_tried(), at_stop, "a repair ran after stop returned");
+    assert_eq!(pending(&store).await, 1, "the journal still holds the message");
+
+    store.fail_acknowledgements(0);
+    bot.start().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(pending(&store).await, 0, "the acknowledgement landed after the restart");
+    assert_eq!(provider.texts_to("c1"), ["a did hi"], "the message was not handled twice");
+    bot.stop().await.unwrap();
 }

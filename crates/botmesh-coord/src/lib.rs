@@ -50,7 +50,6 @@
 
 mod config;
 mod lead;
-mod retry;
 mod runtime;
 
 #[cfg(feature = "serde")]

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use botmesh_core::coordination::{Coordination, Host, Turn};
+use botmesh_core::retry;
 use botmesh_core::traits::{
     ChatKey, Coordinator, Error, Leadership, LeaseLostReason, ReleaseOptions, Ticket,
     TransportStatus, TurnGrant, async_trait,
@@ -14,7 +15,7 @@ use botmesh_core::{BotError, Event};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{CoordinationConfig, ProviderSession, retry};
+use crate::{CoordinationConfig, ProviderSession};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The critical sections below hold no user code and do not panic.

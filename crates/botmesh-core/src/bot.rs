@@ -22,6 +22,7 @@ use crate::coordination::{Coordination, Host, TurnSlot};
 use crate::dispatcher::{Accepted, Dispatcher};
 use crate::event::{EventBus, Listener};
 use crate::flow::Def;
+use crate::repair::Repairs;
 use crate::scheduler::{self, JobDef, JobFn, job_fn};
 use crate::{
     BotError, ConfigError, Conversation, Ctx, Durability, Event, Flow, Handover, JobCtx,
@@ -66,6 +67,8 @@ pub(crate) struct Shared {
     /// Held across a watcher's look and its release, so a delivery taking the message here
     /// waits for it rather than racing it.
     pub(crate) landing: tokio::sync::Mutex<HashSet<String>>,
+    /// Journal writes still to land.
+    pub(crate) repairs: Repairs,
 }
 
 impl Shared {
@@ -483,6 +486,7 @@ impl BotBuilder {
             durability: self.durability,
             owner,
             landing: tokio::sync::Mutex::default(),
+            repairs: Repairs::new(),
         });
         let mut task_ids = HashSet::new();
         let store_caps = shared.store.capabilities();
@@ -507,6 +511,7 @@ impl BotBuilder {
                 jobs: self.jobs,
                 scheduler_lease: self.scheduler_lease,
                 job_tasks: Mutex::new(Vec::new()),
+                repairer: Mutex::new(None),
             }),
         })
     }
@@ -525,6 +530,9 @@ struct BotInner {
     jobs: Vec<JobDef>,
     scheduler_lease: Option<SchedulerLease>,
     job_tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The repair queue's task (see `repair.rs`), ended by [`Bot::stop`] after the queues
+    /// drained.
+    repairer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl BotInner {
@@ -709,6 +717,11 @@ impl Bot {
             Some(c) => SchedulerLease::Coordinator(c),
             None => SchedulerLease::Store(Arc::clone(&inner.shared.store)),
         });
+        if let Ok(mut slot) = inner.repairer.lock()
+            && slot.is_none()
+        {
+            *slot = Some(tokio::spawn(Repairs::run(Arc::clone(&inner.shared))));
+        }
         let mut tasks = Vec::new();
         if inner.shared.durability.is_some() {
             let (shared, dispatcher) = (Arc::clone(&inner.shared), Arc::clone(&inner.dispatcher));
@@ -750,6 +763,10 @@ impl Bot {
     ///    the chats' next holders) and a step still running is cut short as at `settle`.
     /// 3. The transport stops, and only then, under coordination, its leadership is given up,
     ///    so an exclusive transport never runs on two replicas; heartbeats stop last.
+    /// 4. Journal writes that failed earlier and wait in the repair queue (acknowledgements,
+    ///    releases) are tried once more; what still fails stays in the journal, and is tried
+    ///    again at the next [`Bot::start`] or taken over by another replica. No task of the
+    ///    bot runs once `stop` returned.
     ///
     /// Conversations waiting for an answer end with [`EndReason::Stopped`](crate::EndReason);
     /// persistent checkpoints stay in the store. Nothing is sent for this bot once `stop`
@@ -778,6 +795,14 @@ impl Bot {
         dispatcher.hand_back_rest();
         dispatcher.close();
         dispatcher.drained().await;
+        // No worker is left to queue a repair: the repair task ends after its pass, and what
+        // it had not landed yet is tried once more.
+        let repairer = self.inner.repairer.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(repairer) = repairer {
+            shared.repairs.stop();
+            let _ = repairer.await;
+        }
+        Repairs::flush(shared).await;
         if let Some(coordination) = &shared.coordination {
             coordination.step_down().await;
             coordination.stop().await;

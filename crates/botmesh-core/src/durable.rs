@@ -2,15 +2,14 @@
 //! a dead replica journaled and never handled.
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState};
 use futures_util::future::join_all;
 
 use crate::bot::Shared;
 use crate::dispatcher::Dispatcher;
+use crate::repair::Repair;
 use crate::{BotError, Event};
 
 /// The owner of a journaled message its replica released unfinished (it lost the chat's turn
@@ -184,87 +183,39 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
 }
 
 /// Acknowledges journaled message `id` of chat `key`: handled, or given up on. When the store
-/// cannot take it, the acknowledgement is reported and retried in the background until it
-/// lands: a message left pending under a live replica would stand in the journal in front of
-/// the chat's released messages, and be handled again once that replica is gone.
+/// cannot take it, the acknowledgement is reported and queued for repair until it lands: a
+/// message left pending under a live replica would stand in the journal in front of the
+/// chat's released messages, and be handled again once that replica is gone.
 pub(crate) async fn acknowledge(shared: &Arc<Shared>, key: &ChatKey, id: &str) {
     if let Err(e) = shared.store.inbox_ack(id).await {
         shared.events.error(Some(key), e.into());
-        let id = id.to_owned();
-        until_written(shared, move |shared| {
-            let id = id.clone();
-            async move { shared.store.inbox_ack(&id).await }
-        });
+        shared.repairs.push(Repair::Ack { key: key.clone(), id: id.to_owned() });
     }
 }
 
 /// Releases journaled message `id`, owned by `from`, for the chat's next holder. When the
-/// store cannot take it, the release is reported and retried in the background until it lands.
+/// store cannot take it, the release is reported and queued for repair until it lands.
 pub(crate) async fn release(shared: &Arc<Shared>, key: &ChatKey, id: &str, from: &str) {
     if from == RELEASED {
         return;
     }
     if let Err(e) = shared.store.inbox_claim(id, from, RELEASED).await {
         shared.events.error(Some(key), e.into());
-        let (id, from) = (id.to_owned(), from.to_owned());
-        until_written(shared, move |shared| {
-            let (id, from) = (id.clone(), from.clone());
-            async move { shared.store.inbox_claim(&id, &from, RELEASED).await.map(drop) }
+        shared.repairs.push(Repair::Release {
+            key: key.clone(),
+            id: id.to_owned(),
+            from: from.to_owned(),
         });
     }
 }
 
-/// Runs `write` every `replay_every` in the background until the store takes it, reporting
-/// each failure.
-fn until_written<F, Fut>(shared: &Arc<Shared>, write: F)
-where
-    F: Fn(Arc<Shared>) -> Fut + Send + 'static,
-    Fut: Future<Output = botmesh_traits::Result<()>> + Send + 'static,
-{
-    let shared = Arc::clone(shared);
-    let every = shared.durability.as_ref().map_or(Duration::from_secs(1), |d| d.replay_every);
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            match write(Arc::clone(&shared)).await {
-                Ok(()) => return,
-                Err(e) => shared.events.error(None, e.into()),
-            }
-        }
-    });
-}
-
 /// Releases journaled message `id` if an append this replica gave up on landed after all,
-/// so that the sender's next delivery takes it over (see [`adopt`]). Checked a few times, as
-/// the append may sit in a frozen server's buffer for a while.
+/// so that the sender's next delivery takes it over (see [`adopt`]); the repair queue looks a
+/// few times, as the append may sit in a frozen server's buffer for a while.
 pub(crate) async fn release_if_landed(shared: &Arc<Shared>, id: String) {
     // Watched from before the refusal is answered: a retry taken here finds it watched.
     shared.landing.lock().await.insert(id.clone());
-    let shared = Arc::clone(shared);
-    tokio::spawn(async move {
-        for wait in [50, 200, 1000, 4000] {
-            tokio::time::sleep(Duration::from_millis(wait)).await;
-            // Held through the look and the release: a later delivery of it taken here waits
-            // for this pass, and takes it from `released` if it came too late.
-            let landing = shared.landing.lock().await;
-            if !landing.contains(&id) {
-                // A later delivery of it was taken here, and is queued.
-                return;
-            }
-            match shared.store.inbox_get(&id).await {
-                Ok(Some(r)) if r.state == InboxState::Pending && r.owner == shared.owner => {
-                    match shared.store.inbox_claim(&id, &shared.owner, RELEASED).await {
-                        Ok(_) => break,
-                        Err(e) => shared.events.error(None, e.into()),
-                    }
-                }
-                // Taken by now (acknowledged, adopted): nothing to release.
-                Ok(Some(_)) => break,
-                Ok(None) | Err(_) => {}
-            }
-        }
-        shared.landing.lock().await.remove(&id);
-    });
+    shared.repairs.push(Repair::Landing { id, look: 0 });
 }
 
 /// Every `replay_every`, finds the pending messages whose owner is dead (or that a replica

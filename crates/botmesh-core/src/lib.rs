@@ -59,6 +59,8 @@ mod flow;
 mod handover;
 mod memory_store;
 mod message;
+mod repair;
+pub mod retry;
 mod runner;
 pub mod scheduler;
 pub mod texts;

@@ -1,5 +1,5 @@
-//! A store wrapper whose checkpoint writes can be slowed down, hung or failed, for fault tests
-//! on any backend.
+//! A store wrapper whose checkpoint writes can be slowed down, hung or failed, and whose journal
+//! acknowledgements can fail, for fault tests on any backend.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -25,6 +25,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///   never answer, as on a connection that went silent.
 /// - [`fail_checkpoint_writes`](Self::fail_checkpoint_writes): the next writes fail with a
 ///   store error without landing.
+/// - [`fail_acknowledgements`](Self::fail_acknowledgements): the next journal
+///   acknowledgements fail the same way.
 ///
 /// Every other method goes straight to the wrapped store. [`landed`](Self::landed) lists when
 /// each checkpoint write (and clear) reached the wrapped store.
@@ -33,6 +35,8 @@ pub struct FaultyStore {
     delay: Mutex<Option<Duration>>,
     hang: AtomicU32,
     fail: AtomicU32,
+    fail_acks: AtomicU32,
+    acks: AtomicU32,
     landed: Arc<Mutex<Vec<Instant>>>,
 }
 
@@ -54,6 +58,8 @@ impl FaultyStore {
             delay: Mutex::new(None),
             hang: AtomicU32::new(0),
             fail: AtomicU32::new(0),
+            fail_acks: AtomicU32::new(0),
+            acks: AtomicU32::new(0),
             landed: Arc::default(),
         }
     }
@@ -71,6 +77,16 @@ impl FaultyStore {
     /// Makes the next `count` checkpoint writes fail without landing.
     pub fn fail_checkpoint_writes(&self, count: u32) {
         self.fail.store(count, Ordering::SeqCst);
+    }
+
+    /// Makes the next `count` journal acknowledgements (`inbox_ack`) fail without landing.
+    pub fn fail_acknowledgements(&self, count: u32) {
+        self.fail_acks.store(count, Ordering::SeqCst);
+    }
+
+    /// How many journal acknowledgements were tried, failed ones included.
+    pub fn acknowledgements_tried(&self) -> u32 {
+        self.acks.load(Ordering::SeqCst)
     }
 
     /// When each checkpoint write or clear reached the wrapped store, in order.
@@ -202,6 +218,10 @@ impl Store for FaultyStore {
     }
 
     async fn inbox_ack(&self, id: &str) -> Result<()> {
+        self.acks.fetch_add(1, Ordering::SeqCst);
+        if Self::take(&self.fail_acks) {
+            return Err(Error::store("inbox_ack", "the test failed this acknowledgement"));
+        }
         self.inner.inbox_ack(id).await
     }
 

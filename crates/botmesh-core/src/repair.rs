@@ -1,0 +1,238 @@
+//! The replica's repair queue: journal writes that must land eventually and failed when first
+//! tried.
+//!
+//! An acknowledgement that does not land leaves a handled message pending under a live
+//! replica, in front of the chat's later messages; a release that does not land keeps a
+//! message from the chat's next holder; an append that a refused delivery gave up on may still
+//! land, and must then be released for the sender's next delivery. Each such write is queued
+//! here, and one task per running bot tries the queued writes again with the retry policy
+//! (see [`crate::retry`]) until they land. The task ends with [`Bot::stop`](crate::Bot::stop),
+//! which tries what is left once more; what still fails stays queued for the next start, and
+//! the journal keeps the message meanwhile (a dead owner's records are taken over).
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use backon::ExponentialBackoff;
+use botmesh_traits::{ChatKey, InboxState};
+use futures_util::future::join_all;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::bot::Shared;
+use crate::durable::RELEASED;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The critical sections below hold no user code and do not panic.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// When a delivery refused after its append gave up looks again whether the append landed:
+/// the append may sit in a frozen server's buffer for a while.
+const LANDING_LOOKS: [Duration; 4] = [
+    Duration::from_millis(50),
+    Duration::from_millis(200),
+    Duration::from_secs(1),
+    Duration::from_secs(4),
+];
+
+/// A journal write to land.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Repair {
+    /// Acknowledge journaled message `id` of chat `key`.
+    Ack {
+        /// The chat, for the error events.
+        key: ChatKey,
+        /// The journal id.
+        id: String,
+    },
+    /// Release journaled message `id`, owned by `from`, for the chat's next holder.
+    Release {
+        /// The chat, for the error events.
+        key: ChatKey,
+        /// The journal id.
+        id: String,
+        /// Its owner.
+        from: String,
+    },
+    /// Release journaled message `id` if the append of a delivery refused here landed after
+    /// all, so that the sender's next delivery takes it over. Looked at [`LANDING_LOOKS`]
+    /// after the refusal; `look` counts the looks taken.
+    Landing {
+        /// The journal id.
+        id: String,
+        /// The looks taken so far.
+        look: usize,
+    },
+}
+
+/// What one try of a repair came to.
+enum Tried {
+    /// It landed, or there is nothing left to do.
+    Done,
+    /// Try it again after the next wait.
+    Again(Repair),
+}
+
+struct Queued {
+    repair: Repair,
+    due: Instant,
+    backoff: ExponentialBackoff,
+}
+
+impl Queued {
+    fn new(repair: Repair) -> Self {
+        let mut backoff = crate::retry::backoff();
+        let due = match &repair {
+            Repair::Landing { look, .. } => Instant::now() + landing_wait(*look),
+            _ => Instant::now() + backoff.next().unwrap_or(crate::retry::MAX_DELAY),
+        };
+        Self { repair, due, backoff }
+    }
+}
+
+fn landing_wait(look: usize) -> Duration {
+    LANDING_LOOKS.get(look).copied().unwrap_or(Duration::ZERO)
+}
+
+/// The queue of one bot's journal writes still to land.
+pub(crate) struct Repairs {
+    queue: Mutex<Vec<Queued>>,
+    wake: Notify,
+    /// `true` while the bot stops: the task ends after its pass.
+    stopping: watch::Sender<bool>,
+}
+
+impl Repairs {
+    pub(crate) fn new() -> Self {
+        Self {
+            queue: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+            stopping: watch::channel(false).0,
+        }
+    }
+
+    /// Queues `repair`, to be tried after its first wait.
+    pub(crate) fn push(&self, repair: Repair) {
+        lock(&self.queue).push(Queued::new(repair));
+        self.wake.notify_one();
+    }
+
+    /// Tries the queued writes as they fall due, until [`Repairs::stop`]. A pass that started
+    /// runs to its end, so no write is dropped half-tried.
+    pub(crate) async fn run(shared: Arc<Shared>) {
+        let repairs = &shared.repairs;
+        repairs.stopping.send_replace(false);
+        let mut stopping = repairs.stopping.subscribe();
+        loop {
+            let next = lock(&repairs.queue).iter().map(|q| q.due).min();
+            tokio::select! {
+                biased;
+                _ = stopping.wait_for(|s| *s) => return,
+                () = repairs.wake.notified() => continue,
+                () = sleep_until(next) => {}
+            }
+            let due: Vec<Queued> = {
+                let mut queue = lock(&repairs.queue);
+                let now = Instant::now();
+                let (due, later) =
+                    std::mem::take(&mut *queue).into_iter().partition(|q| q.due <= now);
+                *queue = later;
+                due
+            };
+            repairs.pass(&shared, due).await;
+        }
+    }
+
+    /// Ends [`Repairs::run`] once its pass is over.
+    pub(crate) fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Tries every queued write once, due or not: the last pass at stop. What still fails
+    /// stays queued.
+    pub(crate) async fn flush(shared: &Shared) {
+        let all = std::mem::take(&mut *lock(&shared.repairs.queue));
+        shared.repairs.pass(shared, all).await;
+    }
+
+    /// Tries `due` together, and queues again what did not land.
+    async fn pass(&self, shared: &Shared, due: Vec<Queued>) {
+        if due.is_empty() {
+            return;
+        }
+        let tried = join_all(due.into_iter().map(|mut q| async move {
+            match try_once(shared, q.repair).await {
+                Tried::Done => None,
+                Tried::Again(repair @ Repair::Landing { .. }) => Some(Queued::new(repair)),
+                Tried::Again(repair) => {
+                    q.due = Instant::now() + q.backoff.next().unwrap_or(crate::retry::MAX_DELAY);
+                    q.repair = repair;
+                    Some(q)
+                }
+            }
+        }))
+        .await;
+        lock(&self.queue).extend(tried.into_iter().flatten());
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Tries `repair` once, reporting a failure.
+async fn try_once(shared: &Shared, repair: Repair) -> Tried {
+    match repair {
+        Repair::Ack { key, id } => match shared.store.inbox_ack(&id).await {
+            Ok(()) => Tried::Done,
+            Err(e) => {
+                shared.events.error(Some(&key), e.into());
+                Tried::Again(Repair::Ack { key, id })
+            }
+        },
+        Repair::Release { key, id, from } => {
+            match shared.store.inbox_claim(&id, &from, RELEASED).await {
+                Ok(_) => Tried::Done,
+                Err(e) => {
+                    shared.events.error(Some(&key), e.into());
+                    Tried::Again(Repair::Release { key, id, from })
+                }
+            }
+        }
+        Repair::Landing { id, look } => landing(shared, id, look + 1).await,
+    }
+}
+
+/// One look at whether a refused delivery's append landed, releasing it if it did.
+async fn landing(shared: &Shared, id: String, look: usize) -> Tried {
+    // Held through the look and the release: a later delivery of it taken here waits for this
+    // look, and takes it from `released` if it came too late.
+    let mut landing = shared.landing.lock().await;
+    if !landing.contains(&id) {
+        // A later delivery of it was taken here, and is queued.
+        return Tried::Done;
+    }
+    let done = match shared.store.inbox_get(&id).await {
+        Ok(Some(r)) if r.state == InboxState::Pending && r.owner == shared.owner => {
+            match shared.store.inbox_claim(&id, &shared.owner, RELEASED).await {
+                Ok(_) => true,
+                Err(e) => {
+                    shared.events.error(None, e.into());
+                    false
+                }
+            }
+        }
+        // Taken by now (acknowledged, adopted): nothing to release.
+        Ok(Some(_)) => true,
+        Ok(None) | Err(_) => false,
+    };
+    if done || look >= LANDING_LOOKS.len() {
+        landing.remove(&id);
+        return Tried::Done;
+    }
+    Tried::Again(Repair::Landing { id, look })
+}
