@@ -1,0 +1,178 @@
+//! Routing a message under the chat's turn: the hooks, then the waiting conversation (in
+//! memory or resumed from the store), a trigger, or the handlers.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use botmesh_traits::{ChatRecord, ErrorKind, Inbound, Recovery};
+use futures_util::FutureExt;
+use tracing::Instrument;
+
+use super::exits::Exit;
+use super::job::Work;
+use super::resume::Found;
+use super::worker::Worker;
+use super::{now_ms, panic_message};
+use crate::conv::Input;
+use crate::flow::Def;
+use crate::handover::FlowHandover;
+use crate::{BotError, Ctx, Event, HandoverOutcome, Message};
+
+impl Worker {
+    /// Runs the work; returns whether it did anything (a stale timer does not).
+    pub(super) async fn work(&mut self, work: Work, changed_hands: bool) -> bool {
+        match work {
+            Work::Message(inbound) => {
+                let span = tracing::debug_span!("message", id = %inbound.id);
+                self.on_message(inbound, changed_hands).instrument(span).await;
+                true
+            }
+            Work::Timer { serial, park, timer } => self.on_timer(serial, park, timer).await,
+            // Done before the job's own work, by `take_over`.
+            Work::TakeOver { .. } => false,
+        }
+    }
+
+    pub(super) async fn on_message(&mut self, inbound: Inbound, changed_hands: bool) {
+        let shared = Arc::clone(self.shared());
+        let id = inbound.id.clone();
+        if !self.seen_chat {
+            self.seen_chat = true;
+            let record = ChatRecord::new(inbound.chat.clone(), inbound.provider.clone(), now_ms());
+            if let Err(e) = shared.store.upsert_chat(&record).await {
+                self.report(e.into());
+            }
+        }
+        let Some(msg) = self.run_hooks(Message::new(inbound)).await else { return };
+        // Only a chat that may have something in the store costs a read: persistent flows,
+        // hand-over writes, or another replica (or process) having held the chat.
+        let reads = shared.has_persistent || shared.handover.writes_anything() || changed_hands;
+        let found = match self.active {
+            None if reads => self.load_checkpoint(&msg).await,
+            _ => None,
+        };
+        match self.exit_for(&msg, found.as_ref()) {
+            Some(Exit::Cancel) => self.cancel(&msg, found).await,
+            Some(Exit::Interrupt(def)) => self.interrupt(msg, found, def).await,
+            None => self.answer(msg, found, changed_hands).await,
+        }
+        while let Some(kept) = self.leftover.take() {
+            self.route(kept).await;
+        }
+        shared.events.emit(Event::Handled { key: self.key.clone(), id });
+    }
+
+    /// Gives the message to the waiting conversation (in memory, or resumed from what the
+    /// store holds), else routes it.
+    pub(super) async fn answer(&mut self, msg: Message, found: Option<Found>, changed_hands: bool) {
+        let shared = Arc::clone(self.shared());
+        if let Some(active) = self.active.as_mut() {
+            active.parked = None;
+            active.ctx.link().deliver(Input::Message(msg));
+            self.drive().await;
+        } else {
+            match found {
+                Some(Found::Resume { def, resume, revision }) => {
+                    if changed_hands {
+                        shared.events.emit(Event::Handover {
+                            key: self.key.clone(),
+                            name: def.name().to_owned(),
+                            outcome: HandoverOutcome::Continued,
+                        });
+                    }
+                    // A replica that does not forward still resumes an ephemeral checkpoint
+                    // once, and clears it.
+                    let unforwarded = resume.ephemeral
+                        && matches!(&def, Def::Flow(f) if !f.persistent)
+                        && shared.handover.flows != FlowHandover::Forward;
+                    self.install(def, msg, Some((*resume, revision)));
+                    if unforwarded && let Some(active) = &self.active {
+                        let cleared = active.ctx.clear_checkpoint().await;
+                        if let Err(e) = cleared {
+                            self.report(e);
+                        }
+                    }
+                    self.drive().await;
+                }
+                Some(Found::Fallback { name, reason, state, revision }) => {
+                    if let Some(msg) = self.fallback(msg, name, reason, state, revision).await {
+                        self.route(msg).await;
+                    }
+                }
+                None => self.route(msg).await,
+            }
+        }
+    }
+
+    /// Routes a message no conversation waits for: a trigger, else the handlers.
+    pub(super) async fn route(&mut self, msg: Message) {
+        let shared = Arc::clone(self.shared());
+        if let Some(def) =
+            shared.triggered.iter().find(|d| d.triggers().iter().any(|t| t.matches(&msg)))
+        {
+            self.install(def.clone(), msg, None);
+            self.drive().await;
+        } else {
+            self.run_handlers(msg).await;
+        }
+    }
+
+    pub(super) async fn run_hooks(&mut self, mut msg: Message) -> Option<Message> {
+        for hook in &self.shared().hooks {
+            match AssertUnwindSafe(hook(msg)).catch_unwind().await {
+                Ok(Ok(m)) => msg = m,
+                Ok(Err(source)) => {
+                    self.report(BotError::Handler { key: self.key.clone(), source });
+                    return None;
+                }
+                Err(panic) => {
+                    self.report(BotError::Panic {
+                        key: self.key.clone(),
+                        message: panic_message(&*panic),
+                    });
+                    return None;
+                }
+            }
+        }
+        Some(msg)
+    }
+
+    pub(super) async fn run_handlers(&mut self, msg: Message) {
+        let shared = Arc::clone(self.shared());
+        for (slot, handler) in shared.handlers.iter().enumerate() {
+            let ctx =
+                Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), Some(slot));
+            match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
+                Ok(Ok(())) => {}
+                // Cut short under it: its message is not done, and the handler is not to blame.
+                Ok(Err(_)) if self.turn.is_cut() => self.cut = true,
+                // The turn was lost under it, which was reported when it happened; the message
+                // goes to the next holder.
+                Ok(Err(source)) => {
+                    let error = BotError::Handler { key: self.key.clone(), source };
+                    // A lost turn was reported when it happened; the message goes to the next
+                    // holder. A backend or the transport failing is not the handler's logic:
+                    // with durability the message is handed back instead of acknowledged.
+                    if error.kind() != Some(ErrorKind::LeaseLost) {
+                        self.faulted |= error.recovery() != Recovery::Fail;
+                        self.report(error);
+                    }
+                }
+                Err(panic) => self.report(BotError::Panic {
+                    key: self.key.clone(),
+                    message: panic_message(&*panic),
+                }),
+            }
+            if let Some(name) = ctx.take_start() {
+                match shared.defs.get(&name) {
+                    Some(def) => {
+                        self.install(def.clone(), msg, None);
+                        self.drive().await;
+                    }
+                    None => self.report(BotError::UnknownConversation { name }),
+                }
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! The worker: one task per chat that runs the chat's jobs one at a time. For each job it
+//! waits for the chat's turn (under coordination), takes over what the grant passed over,
+//! runs the job bounded by `settle`, then acknowledges or hands back its journaled message
+//! and gives the turn back. The job's own work is routing (`route.rs`) and driving the
+//! conversation (`conversation.rs`).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use botmesh_traits::{ChatKey, Error, ReleaseOptions, Ticket};
+use futures_util::FutureExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::conversation::Active;
+use super::job::{Held, Job, Journal, Recorded, TIMER_RETRY, Work};
+use super::takeover::LeftOver;
+use super::ticketer::journal_jobs;
+use super::{Dispatcher, lock, panic_message};
+use crate::bot::Shared;
+use crate::coordination::TurnSlot;
+use crate::durable;
+use crate::{BotError, EndReason, Event, HandoverOutcome, Message, Result};
+
+/// A chat's worker task: its queue's receiving end, the turn it holds while a job runs, and
+/// the chat's conversation in this replica's memory.
+pub(super) struct Worker {
+    pub(super) disp: Arc<Dispatcher>,
+    pub(super) key: ChatKey,
+    /// Jobs queued on this chat and not finished.
+    pub(super) pending: Arc<AtomicUsize>,
+    /// The turn held while a job runs, shared with the chat's contexts for fencing.
+    pub(super) turn: Arc<TurnSlot>,
+    pub(super) active: Option<Active>,
+    pub(super) serial: u64,
+    pub(super) seen_chat: bool,
+    /// The current job's conversation was cut short with its message's effect held by no
+    /// checkpoint: with durability, the message is handed back like a failed one.
+    pub(super) cut: bool,
+    /// Set when the message's work failed on a backend or the transport (a store write, a
+    /// send, the turn): with durability, the message is handed back instead of acknowledged.
+    pub(super) faulted: bool,
+    /// A message kept for a resumed flow's next wait that the flow ended without taking.
+    pub(super) leftover: Option<Message>,
+}
+
+impl Worker {
+    pub(super) fn shared(&self) -> &Arc<Shared> {
+        &self.disp.shared
+    }
+
+    pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) {
+        while let Some(job) = self.next_job(&mut rx).await {
+            let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
+            // The user code it runs is already guarded; this is the last line, so that a bug
+            // here can never leave the chat's turn held or the dispatcher's counts wrong.
+            if let Err(panic) = AssertUnwindSafe(self.run_job(job)).catch_unwind().await {
+                self.report(BotError::Panic {
+                    key: self.key.clone(),
+                    message: panic_message(&*panic),
+                });
+                self.active = None;
+                if let (Some(turn), Some(coordination)) =
+                    (self.turn.take(), self.shared().coordination.clone())
+                {
+                    coordination.release(turn, ReleaseOptions::used()).await;
+                }
+            }
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            if message {
+                self.disp.done_one();
+            }
+        }
+        if let Some(active) = self.active.take() {
+            // The bot is stopping: the conversation ends here, its checkpoint stays.
+            self.end(active, EndReason::Stopped).await;
+        }
+        if self.disp.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.disp.workers_done.notify_waiters();
+        }
+    }
+
+    pub(super) async fn next_job(&mut self, rx: &mut mpsc::UnboundedReceiver<Job>) -> Option<Job> {
+        loop {
+            if let Some(active) = &self.active {
+                let due = active.deadline().filter(|_| !active.timer_queued);
+                let (serial, park) = (active.serial, active.park);
+                let Some((when, timer)) = due else { return rx.recv().await };
+                tokio::select! {
+                    biased;
+                    job = rx.recv() => return job,
+                    () = tokio::time::sleep_until(when) => {
+                        // The timer acts under the chat's turn: it queues behind what is
+                        // already queued, and takes its own ticket under coordination.
+                        let job = Job::timer(serial, park, timer);
+                        if let Some(active) = &mut self.active {
+                            active.timer_queued = true;
+                        }
+                        self.disp.enqueue(&self.key, job);
+                        continue;
+                    }
+                }
+            }
+            match rx.try_recv() {
+                Ok(job) => return Some(job),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            // Nothing here and no conversation: unregister under the map lock unless a job is
+            // still on its way (in the ticketer), so that a message arriving now either finds
+            // this worker registered or starts a new one.
+            {
+                let mut chats = lock(&self.disp.chats);
+                let registered =
+                    chats.get(&self.key).is_some_and(|e| Arc::ptr_eq(&e.pending, &self.pending));
+                if registered && self.pending.load(Ordering::SeqCst) == 0 {
+                    chats.remove(&self.key);
+                    return None;
+                }
+            }
+            return rx.recv().await;
+        }
+    }
+
+    /// Runs one job under the chat's turn (when coordinated), bounded by `settle`; with
+    /// durability, then acknowledges its message or queues it again.
+    pub(super) async fn run_job(&mut self, mut job: Job) {
+        let shared = Arc::clone(self.shared());
+        if self.disp.handing_back() {
+            return self.hand_back_job(job).await;
+        }
+        if matches!(job.journal, Journal::Pending) {
+            // Without coordination there is no ticketer: journal here, before anything runs.
+            journal_jobs(&shared, std::slice::from_mut(&mut job)).await;
+        }
+        job.answer(Ok(()));
+        self.turn.set_first_attempt(false);
+        let Job { work, ticket, journal, .. } = job;
+        let recorded = match (journal, &work) {
+            (Journal::Duplicate, Work::Message(m)) => {
+                shared.events.emit(Event::Duplicate { key: self.key.clone(), id: m.id.clone() });
+                return;
+            }
+            // Its sender was told to deliver it again.
+            (Journal::Refused | Journal::Elsewhere, _) => return,
+            // Kept to queue the message again if its effect cannot be stored.
+            (Journal::Recorded { id, since, first }, Work::Message(m)) => {
+                self.turn.set_first_attempt(first);
+                Some(Recorded { id, since, inbound: m.clone() })
+            }
+            _ => None,
+        };
+        let Ok(turn) = self.acquire(ticket, &work, recorded.as_ref()).await else { return };
+        if let (Some(recorded), Some(held)) = (&recorded, &turn)
+            && self.taken_while_stalled(recorded, held).await
+        {
+            return;
+        }
+        let changed_hands = turn.as_ref().is_some_and(|(_, t)| t.changed_hands());
+        // Unfinished messages of the chat that the grant passed over: those journaled before
+        // this turn's own message are handled first, the rest right after it.
+        let mut passed = turn.as_ref().map(|(_, t)| t.passed_over().to_vec()).unwrap_or_default();
+        let sweep = match &work {
+            Work::TakeOver { passed: more } => {
+                passed.extend(more.iter().cloned());
+                true
+            }
+            _ => false,
+        };
+        let left = if shared.durability.is_some() && (sweep || !passed.is_empty()) {
+            self.left_over(&passed, recorded.as_ref().map(|r| r.id.as_str())).await
+        } else {
+            Some(LeftOver::default())
+        };
+        // Unread (the store failed), what comes first is unknown: hand everything on.
+        let unread = left.is_none();
+        let LeftOver { before, after, rest, own_gone } = left.unwrap_or_default();
+        let recorded = match recorded {
+            Some(recorded) if own_gone => {
+                // Another holder took this message over while it waited here for its turn.
+                let id = recorded.inbound.id;
+                shared.events.emit(Event::Duplicate { key: self.key.clone(), id });
+                None
+            }
+            recorded => recorded,
+        };
+        for record in &rest {
+            self.release_record(&record.id, &record.owner).await;
+        }
+        let mut used = !before.is_empty();
+        let mut lost = unread || self.take_over(before, changed_hands).await;
+        // Interrupted (the turn lost) rather than failed: the message is not to blame.
+        let mut interrupted = lost;
+        if !lost {
+            if !own_gone {
+                used |= self.bounded(work, changed_hands && !used).await;
+            }
+            // Lost mid-way (this replica stalled past its lease), failed on a backend, or cut
+            // with an answer no checkpoint holds: what it did may not have reached anyone, or
+            // may not be stored. The next holder takes it over, before anything later.
+            interrupted = turn.as_ref().is_some_and(|(_, t)| t.check().is_err());
+            lost = interrupted || ((self.faulted || self.cut) && recorded.is_some());
+        }
+        // Acknowledged only once a checkpoint holds the message's effect.
+        let mut ack = match recorded {
+            Some(r) if lost => {
+                self.give_back(&r.inbound, &r.id, !interrupted).await;
+                None
+            }
+            Some(r) => {
+                let mut failures = lock(&self.disp.failures);
+                if !failures.is_empty() {
+                    failures.remove(&r.id);
+                }
+                Some(r.id)
+            }
+            None => None,
+        };
+        if !after.is_empty() {
+            if lost {
+                for record in &after {
+                    self.release_record(&record.id, &record.owner).await;
+                }
+            } else {
+                if let Some(id) = ack.take() {
+                    durable::acknowledge(&shared, &self.key, &id).await;
+                }
+                lost = self.take_over(after, false).await;
+                used = true;
+            }
+        }
+        let hand_back = lost || !rest.is_empty();
+        self.finish(turn, ack, used, hand_back).await;
+    }
+
+    /// Hands back a job a stopping bot has no time left for: its ticket is withdrawn and its
+    /// journaled message released, so the chat's next holder (on another replica) takes it
+    /// over first. A message without the journal is reported as not handled; a sender still
+    /// waiting in [`Dispatcher::accept`] is told to deliver it again.
+    pub(super) async fn hand_back_job(&mut self, mut job: Job) {
+        if let Some(tx) = job.accepted.take() {
+            let _ = tx.send(Err(BotError::NotRunning));
+        }
+        let Job { work, ticket, journal, .. } = job;
+        match journal {
+            Journal::Recorded { id, .. } => self.not_run(&work, Some(&id)).await,
+            Journal::Off | Journal::Pending => self.not_run(&work, None).await,
+            // Its sender delivers it again, or another replica has it.
+            Journal::Duplicate | Journal::Refused | Journal::Elsewhere => {}
+        }
+        if let (Some(Ok(ticket)), Some(coordination)) = (ticket, &self.shared().coordination) {
+            coordination.withdraw(ticket).await;
+        }
+    }
+
+    /// Leaves a job's message to the chat's next holder: released when it is journaled under
+    /// `id`, else reported as not handled (nothing keeps it).
+    pub(super) async fn not_run(&mut self, work: &Work, id: Option<&str>) {
+        match (id, work) {
+            (Some(id), _) => self.hand_back(id).await,
+            (None, Work::Message(m)) => {
+                self.report(BotError::Unhandled { key: self.key.clone(), id: m.id.clone() });
+            }
+            (None, Work::Timer { .. } | Work::TakeOver { .. }) => {}
+        }
+    }
+
+    /// Waits for the job's turn under coordination (`Ok(None)` without it) and makes it the
+    /// chat's current one, dropping a conversation held in memory if another replica had the
+    /// chat since. `Err` when the turn could not be had: the job's message is handed back, a
+    /// timer is tried again later, and the error is reported.
+    pub(super) async fn acquire(
+        &mut self,
+        ticket: Option<Result<Ticket, Error>>,
+        work: &Work,
+        recorded: Option<&Recorded>,
+    ) -> Result<Option<Held>, ()> {
+        let shared = Arc::clone(self.shared());
+        let (Some(ticket), Some(coordination)) = (ticket, &shared.coordination) else {
+            return Ok(None);
+        };
+        let acquired = match ticket {
+            Ok(ticket) => tokio::select! {
+                acquired = coordination.acquire(ticket.clone()) => acquired,
+                // A stopping bot that ran out of time does not wait for turns any more.
+                () = self.disp.handing_back_now() => {
+                    coordination.withdraw(ticket).await;
+                    self.not_run(work, recorded.map(|r| r.id.as_str())).await;
+                    return Err(());
+                }
+            },
+            Err(e) => Err(e),
+        };
+        let turn = match acquired {
+            Ok(turn) => turn,
+            Err(e) => {
+                if let Some(recorded) = recorded {
+                    // Not the message's fault: no attempt is counted. The ticket was withdrawn
+                    // naming this replica, so the next holder takes it.
+                    self.hand_back(&recorded.id).await;
+                }
+                if let (Work::Timer { serial, .. }, Some(active)) = (work, self.active.as_mut())
+                    && active.serial == *serial
+                {
+                    // Try the timer again later instead of losing it.
+                    active.timer_queued = false;
+                    active.timer_retry_at = Instant::now() + TIMER_RETRY;
+                }
+                self.report(e.into());
+                return Err(());
+            }
+        };
+        self.turn.set(Some(Arc::clone(&turn)));
+        if turn.changed_hands() {
+            // Another replica handled the chat since we last did: what we hold in memory is
+            // stale. The store has the current state.
+            if let Some(active) = self.active.take() {
+                shared.events.emit(Event::Handover {
+                    key: self.key.clone(),
+                    name: active.name.clone(),
+                    outcome: HandoverOutcome::Dropped,
+                });
+                self.end(active, EndReason::LeaseLost).await;
+            }
+        }
+        Ok(Some((Arc::clone(coordination), turn)))
+    }
+
+    /// Whether this replica stalled since `recorded` was journaled and the replica that took
+    /// the chat over took the message too; if so, the turn `held` is given back unused, with
+    /// what its grant passed over passed on to the next holder, unread.
+    pub(super) async fn taken_while_stalled(&mut self, recorded: &Recorded, held: &Held) -> bool {
+        let (coordination, turn) = held;
+        if coordination.given_up_at().is_none_or(|at| at <= recorded.since)
+            || self.still_ours(&recorded.id).await
+        {
+            return false;
+        }
+        self.turn.set(None);
+        let options = if turn.passed_over().is_empty() {
+            ReleaseOptions::unused()
+        } else {
+            ReleaseOptions::unused().handing_back()
+        };
+        coordination.release(Arc::clone(turn), options).await;
+        true
+    }
+
+    /// Acknowledges `ack` and gives the turn back (`used`, or `hand_back` what this turn could
+    /// not finish) at once: the next holder may start while the acknowledgement is on the wire.
+    pub(super) async fn finish(
+        &mut self,
+        turn: Option<Held>,
+        ack: Option<String>,
+        used: bool,
+        hand_back: bool,
+    ) {
+        let shared = Arc::clone(self.shared());
+        let (retain, slot, key) = (self.waiting_for(), Arc::clone(&self.turn), self.key.clone());
+        let ack = async {
+            if let Some(id) = ack {
+                durable::acknowledge(&shared, &key, &id).await;
+            }
+        };
+        let release = async move {
+            if let Some((coordination, turn)) = turn {
+                slot.set(None);
+                let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
+                let options = if hand_back { options.handing_back() } else { options };
+                coordination.release(turn, options.retain(retain)).await;
+            }
+        };
+        tokio::join!(ack, release);
+    }
+
+    /// Runs `work`, bounded by `settle` under coordination; returns whether it did anything.
+    pub(super) async fn bounded(&mut self, work: Work, changed_hands: bool) -> bool {
+        let settle = self.shared().coordination.as_ref().map(|c| c.settle());
+        self.cut = false;
+        self.faulted = false;
+        let Some(settle) = settle else { return self.work(work, changed_hands).await };
+        let (slot, disp) = (Arc::clone(&self.turn), Arc::clone(&self.disp));
+        slot.set_cut(false);
+        let finished = {
+            let run = self.work(work, changed_hands);
+            tokio::pin!(run);
+            tokio::select! {
+                used = &mut run => Some(used),
+                () = async {
+                    tokio::select! {
+                        () = tokio::time::sleep(settle) => {}
+                        () = disp.handing_back_now() => {}
+                    }
+                } => {
+                    // Cut short: nothing new may start under the turn. A send or checkpoint
+                    // write already on the wire finishes first (bounded by `settle` again), so
+                    // it cannot land after the next holder started.
+                    slot.set_cut(true);
+                    let on_the_wire = async {
+                        tokio::select! {
+                            // It ended on its own meanwhile, and saw the cut.
+                            used = &mut run => Some(used),
+                            () = slot.effects_done() => None,
+                        }
+                    };
+                    tokio::time::timeout(settle, on_the_wire).await.ok().flatten()
+                }
+            }
+        };
+        if finished.is_none() {
+            match self.active.take() {
+                // The step outlived `settle`: stop it, keeping its checkpoint, before the turn
+                // goes to whoever is next.
+                Some(active) => self.end(active, EndReason::Suspended).await,
+                // A handler or a hook did not finish: its message is not done.
+                None => self.cut = true,
+            }
+        }
+        finished.unwrap_or(true)
+    }
+
+    /// How long the chat's in-memory conversation may still wait for an answer: its wait
+    /// timeout, or a day when it has none.
+    pub(super) fn waiting_for(&self) -> Option<Duration> {
+        const NO_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+        let (park, _) = self.active.as_ref()?.parked?;
+        Some(park.timeout.unwrap_or(NO_TIMEOUT))
+    }
+
+    pub(super) fn report(&self, error: BotError) {
+        self.shared().events.error(Some(&self.key), error);
+    }
+}
