@@ -176,7 +176,7 @@ impl Worker {
                         // went away (a stop, a step-down), not the step's own logic: it stays
                         // where its checkpoint says, and with durability the message is handed
                         // back to run it again.
-                        self.faulted = true;
+                        self.outcome.faulted = true;
                         self.end(active, EndReason::Suspended).await;
                     }
                 }
@@ -226,7 +226,7 @@ impl Worker {
         drop(fut);
         if matches!(reason, EndReason::Suspended | EndReason::LeaseLost) && !ctx.holds_input() {
             // The message being handled changed this conversation and no checkpoint holds that.
-            self.cut = true;
+            self.outcome.cut = true;
         }
         let keeps_checkpoint =
             matches!(reason, EndReason::Stopped | EndReason::Suspended | EndReason::LeaseLost);

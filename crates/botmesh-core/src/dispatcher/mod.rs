@@ -38,7 +38,7 @@ mod takeover;
 mod ticketer;
 mod worker;
 
-use self::job::{AcceptTx, Job, Journal, Work};
+use self::job::{AcceptTx, Job, Journal, Outcome, Work};
 use self::ticketer::ticketer;
 use self::worker::Worker;
 use crate::bot::Shared;
@@ -294,8 +294,7 @@ impl Dispatcher {
             active: None,
             serial: 0,
             seen_chat: false,
-            cut: false,
-            faulted: false,
+            outcome: Outcome::default(),
             leftover: None,
         };
         tokio::spawn(worker.run(worker_rx).instrument(span));

@@ -145,7 +145,7 @@ impl Worker {
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
                 Ok(Ok(())) => {}
                 // Cut short under it: its message is not done, and the handler is not to blame.
-                Ok(Err(_)) if self.turn.is_cut() => self.cut = true,
+                Ok(Err(_)) if self.turn.is_cut() => self.outcome.cut = true,
                 // The turn was lost under it, which was reported when it happened; the message
                 // goes to the next holder.
                 Ok(Err(source)) => {
@@ -154,7 +154,7 @@ impl Worker {
                     // holder. A backend or the transport failing is not the handler's logic:
                     // with durability the message is handed back instead of acknowledged.
                     if error.kind() != Some(ErrorKind::LeaseLost) {
-                        self.faulted |= error.recovery() != Recovery::Fail;
+                        self.outcome.faulted |= error.recovery() != Recovery::Fail;
                         self.report(error);
                     }
                 }

@@ -164,10 +164,10 @@ impl Worker {
                 }
             };
             self.turn.set_first_attempt(false);
-            self.bounded(Work::Message(inbound.clone()), changed_hands).await;
+            let outcome = self.bounded(Work::Message(inbound.clone()), changed_hands).await;
             changed_hands = false;
             let stalled = self.turn.check().is_err();
-            if stalled || self.faulted || self.cut {
+            if stalled || outcome.unfinished() {
                 self.give_back(&inbound, &record.id, !stalled).await;
                 for record in records {
                     self.release_record(&record.id, &record.owner).await;

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::conversation::Active;
-use super::job::{Held, Job, Journal, Recorded, TIMER_RETRY, Work};
+use super::job::{Held, Job, Journal, Outcome, Recorded, TIMER_RETRY, Work};
 use super::takeover::LeftOver;
 use super::ticketer::journal_jobs;
 use super::{Dispatcher, lock, panic_message};
@@ -36,12 +36,8 @@ pub(super) struct Worker {
     pub(super) active: Option<Active>,
     pub(super) serial: u64,
     pub(super) seen_chat: bool,
-    /// The current job's conversation was cut short with its message's effect held by no
-    /// checkpoint: with durability, the message is handed back like a failed one.
-    pub(super) cut: bool,
-    /// Set when the message's work failed on a backend or the transport (a store write, a
-    /// send, the turn): with durability, the message is handed back instead of acknowledged.
-    pub(super) faulted: bool,
+    /// What the work running now came to so far; taken by [`Worker::bounded`] when it ends.
+    pub(super) outcome: Outcome,
     /// A message kept for a resumed flow's next wait that the flow ended without taking.
     pub(super) leftover: Option<Message>,
 }
@@ -193,15 +189,17 @@ impl Worker {
         let mut lost = unread || self.take_over(before, changed_hands).await;
         // Interrupted (the turn lost) rather than failed: the message is not to blame.
         let mut interrupted = lost;
+        let mut outcome = Outcome::default();
         if !lost {
             if !own_gone {
-                used |= self.bounded(work, changed_hands && !used).await;
+                outcome = self.bounded(work, changed_hands && !used).await;
+                used |= outcome.used;
             }
             // Lost mid-way (this replica stalled past its lease), failed on a backend, or cut
             // with an answer no checkpoint holds: what it did may not have reached anyone, or
             // may not be stored. The next holder takes it over, before anything later.
             interrupted = turn.as_ref().is_some_and(|(_, t)| t.check().is_err());
-            lost = interrupted || ((self.faulted || self.cut) && recorded.is_some());
+            lost = interrupted || (outcome.unfinished() && recorded.is_some());
         }
         // Acknowledged only once a checkpoint holds the message's effect.
         let mut ack = match recorded {
@@ -375,12 +373,14 @@ impl Worker {
         tokio::join!(ack, release);
     }
 
-    /// Runs `work`, bounded by `settle` under coordination; returns whether it did anything.
-    pub(super) async fn bounded(&mut self, work: Work, changed_hands: bool) -> bool {
+    /// Runs `work`, bounded by `settle` under coordination, and returns what it came to.
+    pub(super) async fn bounded(&mut self, work: Work, changed_hands: bool) -> Outcome {
         let settle = self.shared().coordination.as_ref().map(|c| c.settle());
-        self.cut = false;
-        self.faulted = false;
-        let Some(settle) = settle else { return self.work(work, changed_hands).await };
+        self.outcome = Outcome::default();
+        let Some(settle) = settle else {
+            let used = self.work(work, changed_hands).await;
+            return Outcome { used, ..std::mem::take(&mut self.outcome) };
+        };
         let (slot, disp) = (Arc::clone(&self.turn), Arc::clone(&self.disp));
         slot.set_cut(false);
         let finished = {
@@ -415,10 +415,10 @@ impl Worker {
                 // goes to whoever is next.
                 Some(active) => self.end(active, EndReason::Suspended).await,
                 // A handler or a hook did not finish: its message is not done.
-                None => self.cut = true,
+                None => self.outcome.cut = true,
             }
         }
-        finished.unwrap_or(true)
+        Outcome { used: finished.unwrap_or(true), ..std::mem::take(&mut self.outcome) }
     }
 
     /// How long the chat's in-memory conversation may still wait for an answer: its wait
