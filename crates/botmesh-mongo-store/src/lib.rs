@@ -62,6 +62,7 @@ mod clock;
 mod options;
 mod schema;
 mod store;
+mod write;
 
 pub use options::MongoOptions;
 pub use store::MongoStore;

@@ -11,7 +11,7 @@ use mongodb::bson::{Document, doc};
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
-use crate::store::upsert;
+use crate::write::upsert;
 
 /// The `_id` of the document that records the schema version.
 const SCHEMA_DOC: &str = "schema";

@@ -9,28 +9,16 @@ use botmesh_traits::{
     async_trait,
 };
 use mongodb::bson::{Bson, DateTime, Document, doc};
-use mongodb::error::{ErrorKind, WriteFailure};
 use mongodb::options::{ClientOptions, ReturnDocument};
 use mongodb::{Client, Collection, Database};
 
 use crate::clock::{RESAMPLE_EVERY, ServerClock};
 use crate::options::{DEFAULT_DATABASE, MongoOptions};
 use crate::schema;
-
-/// MongoDB's code for a write that a unique index refused.
-const DUPLICATE_KEY: i32 = 11000;
+use crate::write::{is_duplicate, upsert};
 
 /// The `_id` of the counter that orders the inbox journal.
 const INBOX_SEQ: &str = "inbox_seq";
-
-/// Whether `e` is a duplicate-key refusal: the document is already there.
-pub(crate) fn is_duplicate(e: &mongodb::error::Error) -> bool {
-    match &*e.kind {
-        ErrorKind::Command(c) => c.code == DUPLICATE_KEY,
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code == DUPLICATE_KEY,
-        _ => false,
-    }
-}
 
 fn db(op: &'static str) -> impl FnOnce(mongodb::error::Error) -> Error {
     move |e| Error::store(op, e)
@@ -383,19 +371,6 @@ impl MongoStore {
             _ => InboxState::Pending,
         };
         Ok(InboxAppend::Duplicate { state })
-    }
-}
-
-/// An update with upsert. One that a concurrent insert of the same `_id` beat is tried once
-/// more: the second attempt finds the document and updates it.
-pub(crate) async fn upsert(
-    coll: &Collection<Document>,
-    filter: Document,
-    update: Document,
-) -> mongodb::error::Result<()> {
-    match coll.update_one(filter.clone(), update.clone()).upsert(true).await {
-        Err(e) if is_duplicate(&e) => coll.update_one(filter, update).upsert(true).await.map(drop),
-        other => other.map(drop),
     }
 }
 
