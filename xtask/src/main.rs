@@ -14,6 +14,7 @@
 //! - `ci`: fmt, clippy, test, docs and deny, as the GitHub workflow runs them.
 //! - `deny`: `cargo deny check`, installing cargo-deny when it is missing.
 
+mod cycles;
 mod services;
 mod tidy;
 

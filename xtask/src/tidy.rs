@@ -79,7 +79,7 @@ fn tree(root: &Path, name: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let p = e.path();
@@ -183,6 +183,13 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         });
         if !states {
             problems.push(format!("{}: never states exclusive_session", k.name));
+        }
+    }
+
+    // Invariant: no import cycle among a crate's modules.
+    for k in &crates {
+        for cycle in crate::cycles::find(&k.dir.join("src")) {
+            problems.push(format!("{}: import cycle among modules {}", k.name, cycle.join(", ")));
         }
     }
 

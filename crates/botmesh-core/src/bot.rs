@@ -1,4 +1,4 @@
-//! The bot: its builder, its shared internals, and start/stop.
+//! The bot: its builder, and start/stop.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -6,179 +6,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use botmesh_traits::{
-    BoxError, Error, Inbound, Outbound, Provider, ProviderEvent, SendReceipt, Store,
-    TransportStatus, async_trait,
+    BoxError, Inbound, Outbound, Provider, ProviderEvent, SendReceipt, Store, TransportStatus,
+    async_trait,
 };
 use futures_util::StreamExt;
-use futures_util::future::BoxFuture;
-use serde::Serialize;
-use serde_json::{Map, Value};
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
-use crate::coordination::{Coordination, Host, TurnSlot};
+use crate::coordination::{Coordination, Host};
 use crate::dispatcher::{Accepted, Dispatcher};
 use crate::event::{EventBus, Listener};
 use crate::flow::Def;
 use crate::repair::Repairs;
 use crate::scheduler::{self, JobDef, JobFn, job_fn};
+use crate::shared::{HandlerFn, HookFn, Shared};
 use crate::{
     BotError, ConfigError, Conversation, Ctx, Durability, Event, Flow, Handover, JobCtx,
     MemoryStore, Message, Result, SchedulerLease, TaskOptions, Texts, Timing, Trigger, Warning,
 };
-
-pub(crate) type HandlerFn =
-    Arc<dyn Fn(Ctx) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
-pub(crate) type HookFn =
-    Arc<dyn Fn(Message) -> BoxFuture<'static, Result<Message, BoxError>> + Send + Sync>;
-
-/// What every part of a running bot shares.
-pub(crate) struct Shared {
-    pub(crate) provider: Arc<dyn Provider>,
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) texts: Texts,
-    pub(crate) events: EventBus,
-    pub(crate) defs: HashMap<String, Def>,
-    /// Flows and conversations with triggers, in registration order.
-    pub(crate) triggered: Vec<Def>,
-    pub(crate) handlers: Vec<HandlerFn>,
-    pub(crate) hooks: Vec<HookFn>,
-    /// Words that end whatever conversation waits.
-    pub(crate) cancels: Vec<Trigger>,
-    pub(crate) has_persistent: bool,
-    /// Some flow is set aside when interrupted, to resume later.
-    pub(crate) has_resumable: bool,
-    pub(crate) max_body_bytes: usize,
-    pub(crate) coordination: Option<Arc<dyn Coordination>>,
-    /// Checkpoint writes are compare-and-set: coordination is on and the store can.
-    pub(crate) cas_checkpoints: bool,
-    /// Whether this process runs the provider's transport now.
-    pub(crate) transport_up: watch::Sender<bool>,
-    /// How conversations are carried between replicas.
-    pub(crate) handover: Handover,
-    /// The inbox journal and the outbox, when on.
-    pub(crate) durability: Option<Durability>,
-    /// Who owns what this process journals: the coordinator's incarnation, else a fresh id.
-    pub(crate) owner: String,
-    /// Journal ids of deliveries refused here whose append may still land (see
-    /// `durable::release_if_landed`); a later delivery this replica takes removes its id.
-    /// Held across a watcher's look and its release, so a delivery taking the message here
-    /// waits for it rather than racing it.
-    pub(crate) landing: tokio::sync::Mutex<HashSet<String>>,
-    /// Journal writes still to land.
-    pub(crate) repairs: Repairs,
-}
-
-impl Shared {
-    /// Sends under a chat's turn (refused with `LeaseLost` once the turn is known lost), once
-    /// per outbox key: with durability and a key, the send is
-    /// first recorded in the outbox, and skipped when a run before this one already made it.
-    pub(crate) async fn send_once(
-        &self,
-        turn: &TurnSlot,
-        message: &Outbound,
-        outbox: Option<String>,
-    ) -> Result<SendReceipt> {
-        turn.check()?;
-        turn.effect(self.send_once_checked(turn, message, outbox)).await
-    }
-
-    /// [`Shared::send_once`] once the turn was checked.
-    async fn send_once_checked(
-        &self,
-        turn: &TurnSlot,
-        message: &Outbound,
-        outbox: Option<String>,
-    ) -> Result<SendReceipt> {
-        let (Some(key), Some(durability)) = (outbox, &self.durability) else {
-            return self.send(message).await;
-        };
-        let ttl = durability.outbox_ttl;
-        // The send is claimed, then marked sent once it went out. Found claimed, it belongs to
-        // an earlier run of the same step: that run sent it unless it stopped before the mark,
-        // in which case it goes out now (at least once, never lost). A send the provider did
-        // not take gives its claim back, so the next run makes it.
-        let sent = format!("{key}|sent");
-        let claimed = if self.outbox_claim(turn, &key, ttl).await? {
-            key.clone()
-        } else if self.outbox_claim(turn, &sent, ttl).await? {
-            sent.clone()
-        } else {
-            self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
-            return Ok(SendReceipt::new(None));
-        };
-        let message = message.clone().with_idempotency_key(key);
-        let chat = || botmesh_traits::ChatKey::new(message.chat.as_str());
-        let receipt = match self.send(&message).await {
-            Ok(receipt) => receipt,
-            Err(e) => {
-                if let Err(released) = self.store.outbox_release(&claimed).await {
-                    // Still claimed: the next run falls back on the sent mark.
-                    self.events.error(Some(&chat()), released.into());
-                }
-                return Err(e);
-            }
-        };
-        if claimed != sent
-            && let Err(e) = self.store.outbox_claim(&sent, ttl).await
-        {
-            // Unmarked, a rerun of the step sends it again rather than never.
-            self.events.error(Some(&chat()), e.into());
-        }
-        Ok(receipt)
-    }
-
-    /// Claims send `key` in the outbox. A claim whose reply was lost (a dropped connection, a
-    /// timeout) may have landed, so it is asked again: found claimed, it was this claim when
-    /// the message is handled for the first time (nothing else can have claimed it), else an
-    /// earlier run's, whose send went out.
-    async fn outbox_claim(&self, turn: &TurnSlot, key: &str, ttl: Duration) -> Result<bool> {
-        const RETRIES: [u64; 4] = [100, 200, 400, 800];
-        let mut error = match self.store.outbox_claim(key, ttl).await {
-            Ok(claimed) => return Ok(claimed),
-            Err(e) => e,
-        };
-        for ms in RETRIES {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            turn.check()?;
-            match self.store.outbox_claim(key, ttl).await {
-                Ok(claimed) => return Ok(claimed || turn.first_attempt()),
-                Err(e) => error = e,
-            }
-        }
-        Err(error.into())
-    }
-
-    pub(crate) async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
-        if self.coordination.is_some() && !*self.transport_up.borrow() {
-            // A standby replica: the transport is connected elsewhere.
-            return Err(Error::ProviderNotLeader { provider: self.provider.id().to_owned() }.into());
-        }
-        let receipt = self.provider.send(message).await?;
-        self.events.emit(Event::Sent { chat: message.chat.clone() });
-        Ok(receipt)
-    }
-
-    pub(crate) async fn user_data(&self, key: &str) -> Result<Value> {
-        match self.store.get_user_data(key).await? {
-            None => Ok(Value::Object(Map::new())),
-            Some(text) => serde_json::from_str(&text)
-                .map_err(|e| Error::corrupt(format!("user data of {key}"), e).into()),
-        }
-    }
-
-    pub(crate) async fn set_user_data<T: Serialize>(&self, key: &str, data: &T) -> Result<()> {
-        let text = serde_json::to_string(data).map_err(|source| BotError::StateNotJson {
-            name: "user".to_owned(),
-            field: key.to_owned(),
-            source,
-        })?;
-        self.store.set_user_data(key, &text).await?;
-        Ok(())
-    }
-}
 
 /// Builds a [`Bot`].
 ///
@@ -485,7 +332,6 @@ impl BotBuilder {
             handover: self.handover,
             durability: self.durability,
             owner,
-            landing: tokio::sync::Mutex::default(),
             repairs: Repairs::new(),
         });
         let mut task_ids = HashSet::new();
@@ -720,12 +566,14 @@ impl Bot {
         if let Ok(mut slot) = inner.repairer.lock()
             && slot.is_none()
         {
-            *slot = Some(tokio::spawn(Repairs::run(Arc::clone(&inner.shared))));
+            let shared = Arc::clone(&inner.shared);
+            shared.repairs.open();
+            *slot = Some(tokio::spawn(async move { shared.repairs.run(shared.journal()).await }));
         }
         let mut tasks = Vec::new();
         if inner.shared.durability.is_some() {
             let (shared, dispatcher) = (Arc::clone(&inner.shared), Arc::clone(&inner.dispatcher));
-            tasks.push(tokio::spawn(crate::durable::replay(shared, dispatcher)));
+            tasks.push(tokio::spawn(crate::dispatcher::replay(shared, dispatcher)));
         }
         for job in &inner.jobs {
             let (bot, job) = (self.clone(), job.clone());
@@ -802,7 +650,7 @@ impl Bot {
             shared.repairs.stop();
             let _ = repairer.await;
         }
-        Repairs::flush(shared).await;
+        shared.repairs.flush(shared.journal()).await;
         if let Some(coordination) = &shared.coordination {
             coordination.step_down().await;
             coordination.stop().await;

@@ -16,9 +16,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::bot::Shared;
 use crate::coordination::TurnSlot;
 use crate::durable::journal_id;
+use crate::shared::Shared;
 use crate::{BotError, FallbackReason, Message, Result, Step};
 
 /// What a waiting conversation is woken with.

@@ -7,8 +7,8 @@ use botmesh_traits::{ChatId, ChatKey, Outbound, OutboundContent, SendReceipt};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bot::Shared;
 use crate::coordination::TurnSlot;
+use crate::shared::Shared;
 use crate::{Message, Result};
 
 /// What a message handler gets: the message, and ways to answer it.

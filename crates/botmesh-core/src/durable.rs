@@ -1,20 +1,16 @@
 //! Durability: the inbox journal written on arrival, acknowledgements, and the replay of what
 //! a dead replica journaled and never handled.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState};
 use futures_util::future::join_all;
 
-use crate::bot::Shared;
-use crate::dispatcher::Dispatcher;
 use crate::repair::Repair;
+use crate::shared::Shared;
 use crate::{BotError, Event};
 
-/// The owner of a journaled message its replica released unfinished (it lost the chat's turn
-/// before it could handle it): the chat's next holder, or the periodic replay, takes it.
-pub(crate) const RELEASED: &str = "released";
+pub(crate) use crate::repair::RELEASED;
 
 /// The journal's dedupe id of an inbound message: its provider and its id.
 pub(crate) fn journal_id(inbound: &Inbound) -> String {
@@ -86,7 +82,7 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     }
     if record.owner == shared.owner {
         // An earlier delivery was refused here, but its append landed: this one takes it.
-        shared.landing.lock().await.remove(&id);
+        shared.repairs.landing.lock().await.remove(&id);
         return Journaled::Adopted(id);
     }
     if record.owner != RELEASED {
@@ -108,7 +104,7 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     }
     // Taken here from now on: a release watcher left from an earlier refused delivery of it
     // must not hand it back (see `release_if_landed`).
-    shared.landing.lock().await.remove(&id);
+    shared.repairs.landing.lock().await.remove(&id);
     match shared.store.inbox_claim(&id, &record.owner, &shared.owner).await {
         Ok(true) => Journaled::Adopted(id),
         Ok(false) => Journaled::Duplicate,
@@ -214,74 +210,6 @@ pub(crate) async fn release(shared: &Arc<Shared>, key: &ChatKey, id: &str, from:
 /// few times, as the append may sit in a frozen server's buffer for a while.
 pub(crate) async fn release_if_landed(shared: &Arc<Shared>, id: String) {
     // Watched from before the refusal is answered: a retry taken here finds it watched.
-    shared.landing.lock().await.insert(id.clone());
+    shared.repairs.landing.lock().await.insert(id.clone());
     shared.repairs.push(Repair::Landing { id, look: 0 });
-}
-
-/// Every `replay_every`, finds the pending messages whose owner is dead (or that a replica
-/// released unfinished) and queues a takeover of each such chat here: under the chat's turn,
-/// the worker claims and handles them in journal order. An owner must have been found dead on
-/// the pass before too: meanwhile the next holder of each of its chats takes them over
-/// anyway, and only chats nobody writes to are left to this loop. Without a coordinator (one
-/// process), the records left by an earlier process are claimed and queued again, once at
-/// start.
-pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
-    const BATCH: usize = 100;
-    let Some(durability) = shared.durability.clone() else { return };
-    let coordinator = shared.coordination.as_ref().and_then(|c| c.coordinator());
-    let mut suspects: HashSet<String> = HashSet::new();
-    loop {
-        let pending = match shared.store.inbox_pending(BATCH).await {
-            Ok(p) => p,
-            Err(e) => {
-                shared.events.error(None, e.into());
-                Vec::new()
-            }
-        };
-        let mut alive: HashMap<String, bool> = HashMap::new();
-        let mut dead_now: HashSet<String> = HashSet::new();
-        // Under coordination, chats to take over under their turn, with the dead owners.
-        let mut chats: HashMap<String, Vec<String>> = HashMap::new();
-        for record in pending.into_iter().filter(|r| r.owner != shared.owner) {
-            let owner_alive = match (&coordinator, alive.get(&record.owner)) {
-                (_, Some(known)) => *known,
-                (None, None) => false,
-                (Some(c), None) => match c.is_alive(&record.owner).await {
-                    Ok(a) => {
-                        alive.insert(record.owner.clone(), a);
-                        a
-                    }
-                    Err(e) => {
-                        shared.events.error(None, e.into());
-                        break;
-                    }
-                },
-            };
-            if owner_alive {
-                continue;
-            }
-            if coordinator.is_some() {
-                dead_now.insert(record.owner.clone());
-                if suspects.contains(&record.owner) {
-                    let owners = chats.entry(record.key.clone()).or_default();
-                    if !owners.contains(&record.owner) {
-                        owners.push(record.owner.clone());
-                    }
-                }
-                continue;
-            }
-            // One process: the records an earlier process left, queued again at start.
-            if let Claim::Claimed(inbound) = claim(&shared, &record).await {
-                dispatcher.requeue(inbound, record.id);
-            }
-        }
-        for (key, owners) in chats {
-            dispatcher.take_over(&ChatKey::from(key), owners);
-        }
-        if coordinator.is_none() {
-            return;
-        }
-        suspects = dead_now;
-        tokio::time::sleep(durability.replay_every).await;
-    }
 }

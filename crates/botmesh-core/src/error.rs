@@ -154,7 +154,7 @@ impl BotError {
 }
 
 /// The class of the contract error a handler returned, if it returned one.
-pub(crate) fn source_kind(source: &BoxError) -> Option<ErrorKind> {
+fn source_kind(source: &BoxError) -> Option<ErrorKind> {
     if let Some(e) = source.downcast_ref::<BotError>() {
         return e.kind();
     }

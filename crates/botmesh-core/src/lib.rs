@@ -63,6 +63,7 @@ mod repair;
 pub mod retry;
 mod runner;
 pub mod scheduler;
+mod shared;
 pub mod texts;
 mod trigger;
 

@@ -10,17 +10,21 @@
 //! which tries what is left once more; what still fails stays queued for the next start, and
 //! the journal keeps the message meanwhile (a dead owner's records are taken over).
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use backon::ExponentialBackoff;
-use botmesh_traits::{ChatKey, InboxState};
+use botmesh_traits::{ChatKey, InboxState, Store};
 use futures_util::future::join_all;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::bot::Shared;
-use crate::durable::RELEASED;
+use crate::event::EventBus;
+
+/// The owner of a journaled message its replica released unfinished (it lost the chat's turn
+/// before it could handle it): the chat's next holder, or the periodic replay, takes it.
+pub(crate) const RELEASED: &str = "released";
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The critical sections below hold no user code and do not panic.
@@ -95,9 +99,26 @@ fn landing_wait(look: usize) -> Duration {
     LANDING_LOOKS.get(look).copied().unwrap_or(Duration::ZERO)
 }
 
+/// What the repair queue writes through: the bot's store, its events for failures, and this
+/// replica's journal owner id.
+#[derive(Clone, Copy)]
+pub(crate) struct Journal<'a> {
+    /// The store holding the journal.
+    pub(crate) store: &'a dyn Store,
+    /// Where failures are reported.
+    pub(crate) events: &'a EventBus,
+    /// This replica's owner id in the journal.
+    pub(crate) owner: &'a str,
+}
+
 /// The queue of one bot's journal writes still to land.
 pub(crate) struct Repairs {
     queue: Mutex<Vec<Queued>>,
+    /// Journal ids of deliveries refused here whose append may still land (see
+    /// [`Repair::Landing`]); a later delivery this replica takes removes its id. Held across
+    /// a look and its release, so a delivery taking the message here waits for it rather than
+    /// racing it.
+    pub(crate) landing: tokio::sync::Mutex<HashSet<String>>,
     wake: Notify,
     /// `true` while the bot stops: the task ends after its pass.
     stopping: watch::Sender<bool>,
@@ -107,6 +128,7 @@ impl Repairs {
     pub(crate) fn new() -> Self {
         Self {
             queue: Mutex::new(Vec::new()),
+            landing: tokio::sync::Mutex::default(),
             wake: Notify::new(),
             stopping: watch::channel(false).0,
         }
@@ -120,28 +142,33 @@ impl Repairs {
 
     /// Tries the queued writes as they fall due, until [`Repairs::stop`]. A pass that started
     /// runs to its end, so no write is dropped half-tried.
-    pub(crate) async fn run(shared: Arc<Shared>) {
-        let repairs = &shared.repairs;
-        repairs.stopping.send_replace(false);
-        let mut stopping = repairs.stopping.subscribe();
+    /// Call [`Repairs::open`] first.
+    pub(crate) async fn run(&self, journal: Journal<'_>) {
+        let mut stopping = self.stopping.subscribe();
         loop {
-            let next = lock(&repairs.queue).iter().map(|q| q.due).min();
+            let next = lock(&self.queue).iter().map(|q| q.due).min();
             tokio::select! {
                 biased;
                 _ = stopping.wait_for(|s| *s) => return,
-                () = repairs.wake.notified() => continue,
+                () = self.wake.notified() => continue,
                 () = sleep_until(next) => {}
             }
             let due: Vec<Queued> = {
-                let mut queue = lock(&repairs.queue);
+                let mut queue = lock(&self.queue);
                 let now = Instant::now();
                 let (due, later) =
                     std::mem::take(&mut *queue).into_iter().partition(|q| q.due <= now);
                 *queue = later;
                 due
             };
-            repairs.pass(&shared, due).await;
+            self.pass(journal, due).await;
         }
+    }
+
+    /// Lets [`Repairs::run`] run until the next [`Repairs::stop`]: called before its task is
+    /// spawned, so a stop that comes before the task first runs is not forgotten.
+    pub(crate) fn open(&self) {
+        self.stopping.send_replace(false);
     }
 
     /// Ends [`Repairs::run`] once its pass is over.
@@ -151,18 +178,18 @@ impl Repairs {
 
     /// Tries every queued write once, due or not: the last pass at stop. What still fails
     /// stays queued.
-    pub(crate) async fn flush(shared: &Shared) {
-        let all = std::mem::take(&mut *lock(&shared.repairs.queue));
-        shared.repairs.pass(shared, all).await;
+    pub(crate) async fn flush(&self, journal: Journal<'_>) {
+        let all = std::mem::take(&mut *lock(&self.queue));
+        self.pass(journal, all).await;
     }
 
     /// Tries `due` together, and queues again what did not land.
-    async fn pass(&self, shared: &Shared, due: Vec<Queued>) {
+    async fn pass(&self, journal: Journal<'_>, due: Vec<Queued>) {
         if due.is_empty() {
             return;
         }
         let tried = join_all(due.into_iter().map(|mut q| async move {
-            match try_once(shared, q.repair).await {
+            match self.try_once(journal, q.repair).await {
                 Tried::Done => None,
                 Tried::Again(repair @ Repair::Landing { .. }) => Some(Queued::new(repair)),
                 Tried::Again(repair) => {
@@ -184,55 +211,57 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Tries `repair` once, reporting a failure.
-async fn try_once(shared: &Shared, repair: Repair) -> Tried {
-    match repair {
-        Repair::Ack { key, id } => match shared.store.inbox_ack(&id).await {
-            Ok(()) => Tried::Done,
-            Err(e) => {
-                shared.events.error(Some(&key), e.into());
-                Tried::Again(Repair::Ack { key, id })
-            }
-        },
-        Repair::Release { key, id, from } => {
-            match shared.store.inbox_claim(&id, &from, RELEASED).await {
-                Ok(_) => Tried::Done,
+impl Repairs {
+    /// Tries `repair` once, reporting a failure.
+    async fn try_once(&self, journal: Journal<'_>, repair: Repair) -> Tried {
+        match repair {
+            Repair::Ack { key, id } => match journal.store.inbox_ack(&id).await {
+                Ok(()) => Tried::Done,
                 Err(e) => {
-                    shared.events.error(Some(&key), e.into());
-                    Tried::Again(Repair::Release { key, id, from })
+                    journal.events.error(Some(&key), e.into());
+                    Tried::Again(Repair::Ack { key, id })
+                }
+            },
+            Repair::Release { key, id, from } => {
+                match journal.store.inbox_claim(&id, &from, RELEASED).await {
+                    Ok(_) => Tried::Done,
+                    Err(e) => {
+                        journal.events.error(Some(&key), e.into());
+                        Tried::Again(Repair::Release { key, id, from })
+                    }
                 }
             }
+            Repair::Landing { id, look } => self.look_landed(journal, id, look + 1).await,
         }
-        Repair::Landing { id, look } => landing(shared, id, look + 1).await,
     }
-}
 
-/// One look at whether a refused delivery's append landed, releasing it if it did.
-async fn landing(shared: &Shared, id: String, look: usize) -> Tried {
-    // Held through the look and the release: a later delivery of it taken here waits for this
-    // look, and takes it from `released` if it came too late.
-    let mut landing = shared.landing.lock().await;
-    if !landing.contains(&id) {
-        // A later delivery of it was taken here, and is queued.
-        return Tried::Done;
-    }
-    let done = match shared.store.inbox_get(&id).await {
-        Ok(Some(r)) if r.state == InboxState::Pending && r.owner == shared.owner => {
-            match shared.store.inbox_claim(&id, &shared.owner, RELEASED).await {
-                Ok(_) => true,
-                Err(e) => {
-                    shared.events.error(None, e.into());
-                    false
+    /// One look at whether a refused delivery's append landed, releasing it if it did.
+    async fn look_landed(&self, journal: Journal<'_>, id: String, look: usize) -> Tried {
+        // Held through the look and the release: a later delivery of it taken here waits for this
+        // look, and takes it from `released` if it came too late.
+        let mut landing = self.landing.lock().await;
+        if !landing.contains(&id) {
+            // A later delivery of it was taken here, and is queued.
+            return Tried::Done;
+        }
+        let done = match journal.store.inbox_get(&id).await {
+            Ok(Some(r)) if r.state == InboxState::Pending && r.owner == journal.owner => {
+                match journal.store.inbox_claim(&id, journal.owner, RELEASED).await {
+                    Ok(_) => true,
+                    Err(e) => {
+                        journal.events.error(None, e.into());
+                        false
+                    }
                 }
             }
+            // Taken by now (acknowledged, adopted): nothing to release.
+            Ok(Some(_)) => true,
+            Ok(None) | Err(_) => false,
+        };
+        if done || look >= LANDING_LOOKS.len() {
+            landing.remove(&id);
+            return Tried::Done;
         }
-        // Taken by now (acknowledged, adopted): nothing to release.
-        Ok(Some(_)) => true,
-        Ok(None) | Err(_) => false,
-    };
-    if done || look >= LANDING_LOOKS.len() {
-        landing.remove(&id);
-        return Tried::Done;
+        Tried::Again(Repair::Landing { id, look })
     }
-    Tried::Again(Repair::Landing { id, look })
 }

@@ -201,7 +201,7 @@ impl Worker {
 }
 
 /// Clears row `key` at `revision` (conditionally when the store can).
-async fn clear(shared: &crate::bot::Shared, key: &str, revision: u64) -> Result<()> {
+async fn clear(shared: &crate::shared::Shared, key: &str, revision: u64) -> Result<()> {
     let cleared: Result<(), Error> = if shared.cas_checkpoints {
         shared.store.clear_checkpoint_if(key, revision).await.map(drop)
     } else {

@@ -18,7 +18,8 @@
 //! - `route.rs`: hooks, the waiting conversation, triggers, handlers;
 //! - `conversation.rs`: drives the chat's conversation future, its timers and its end;
 //! - `resume.rs`: reads a conversation back from its checkpoint row;
-//! - `exits.rs`: cancel words and interrupting triggers.
+//! - `exits.rs`: cancel words and interrupting triggers;
+//! - `replay.rs`: the periodic replay of what dead replicas journaled and never handled.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,16 +33,19 @@ use tracing::Instrument;
 mod conversation;
 mod exits;
 mod job;
+mod replay;
 mod resume;
 mod route;
 mod takeover;
 mod ticketer;
 mod worker;
 
+pub(crate) use self::replay::replay;
+
 use self::job::{AcceptTx, Job, Journal, Outcome, Work};
 use self::ticketer::ticketer;
 use self::worker::Worker;
-use crate::bot::Shared;
+use crate::shared::Shared;
 use crate::{BotError, Event, Result};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

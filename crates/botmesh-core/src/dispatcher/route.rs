@@ -146,8 +146,6 @@ impl Worker {
                 Ok(Ok(())) => {}
                 // Cut short under it: its message is not done, and the handler is not to blame.
                 Ok(Err(_)) if self.turn.is_cut() => self.outcome.cut = true,
-                // The turn was lost under it, which was reported when it happened; the message
-                // goes to the next holder.
                 Ok(Err(source)) => {
                     let error = BotError::Handler { key: self.key.clone(), source };
                     // A lost turn was reported when it happened; the message goes to the next

@@ -9,9 +9,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::job::{Job, Journal, Work};
-use crate::bot::Shared;
 use crate::coordination::Coordination;
 use crate::durable::{self, Journaled};
+use crate::shared::Shared;
 
 /// Journals the messages among `jobs` that wait for it (in one concurrent batch), marking
 /// retries of journaled messages as duplicates.

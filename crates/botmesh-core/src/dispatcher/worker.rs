@@ -19,9 +19,9 @@ use super::job::{Held, Job, Journal, Outcome, Recorded, TIMER_RETRY, Work};
 use super::takeover::LeftOver;
 use super::ticketer::journal_jobs;
 use super::{Dispatcher, lock, panic_message};
-use crate::bot::Shared;
 use crate::coordination::TurnSlot;
 use crate::durable;
+use crate::shared::Shared;
 use crate::{BotError, EndReason, Event, HandoverOutcome, Message, Result};
 
 /// A chat's worker task: its queue's receiving end, the turn it holds while a job runs, and

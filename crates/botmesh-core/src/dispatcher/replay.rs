@@ -1,0 +1,79 @@
+//! The periodic replay of the inbox journal: what dead replicas journaled and never handled
+//! (or released unfinished) is queued here as a takeover of its chat.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use botmesh_traits::ChatKey;
+
+use super::Dispatcher;
+use crate::durable::{self, Claim};
+use crate::shared::Shared;
+
+/// Every `replay_every`, finds the pending messages whose owner is dead (or that a replica
+/// released unfinished) and queues a takeover of each such chat here: under the chat's turn,
+/// the worker claims and handles them in journal order. An owner must have been found dead on
+/// the pass before too: meanwhile the next holder of each of its chats takes them over
+/// anyway, and only chats nobody writes to are left to this loop. Without a coordinator (one
+/// process), the records left by an earlier process are claimed and queued again, once at
+/// start.
+pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
+    const BATCH: usize = 100;
+    let Some(durability) = shared.durability.clone() else { return };
+    let coordinator = shared.coordination.as_ref().and_then(|c| c.coordinator());
+    let mut suspects: HashSet<String> = HashSet::new();
+    loop {
+        let pending = match shared.store.inbox_pending(BATCH).await {
+            Ok(p) => p,
+            Err(e) => {
+                shared.events.error(None, e.into());
+                Vec::new()
+            }
+        };
+        let mut alive: HashMap<String, bool> = HashMap::new();
+        let mut dead_now: HashSet<String> = HashSet::new();
+        // Under coordination, chats to take over under their turn, with the dead owners.
+        let mut chats: HashMap<String, Vec<String>> = HashMap::new();
+        for record in pending.into_iter().filter(|r| r.owner != shared.owner) {
+            let owner_alive = match (&coordinator, alive.get(&record.owner)) {
+                (_, Some(known)) => *known,
+                (None, None) => false,
+                (Some(c), None) => match c.is_alive(&record.owner).await {
+                    Ok(a) => {
+                        alive.insert(record.owner.clone(), a);
+                        a
+                    }
+                    Err(e) => {
+                        shared.events.error(None, e.into());
+                        break;
+                    }
+                },
+            };
+            if owner_alive {
+                continue;
+            }
+            if coordinator.is_some() {
+                dead_now.insert(record.owner.clone());
+                if suspects.contains(&record.owner) {
+                    let owners = chats.entry(record.key.clone()).or_default();
+                    if !owners.contains(&record.owner) {
+                        owners.push(record.owner.clone());
+                    }
+                }
+                continue;
+            }
+            // One process: the records an earlier process left, queued again at start.
+            if let Claim::Claimed(inbound) = durable::claim(&shared, &record).await {
+                dispatcher.requeue(inbound, record.id);
+            }
+        }
+        for (key, owners) in chats {
+            dispatcher.take_over(&ChatKey::from(key), owners);
+        }
+        if coordinator.is_none() {
+            return;
+        }
+        suspects = dead_now;
+        tokio::time::sleep(durability.replay_every).await;
+    }
+}
