@@ -82,7 +82,7 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     }
     if record.owner == shared.owner {
         // An earlier delivery was refused here, but its append landed: this one takes it.
-        shared.repairs.landing.lock().await.remove(&id);
+        shared.repairs.taken_here(&id).await;
         return Journaled::Adopted(id);
     }
     if record.owner != RELEASED {
@@ -104,7 +104,7 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     }
     // Taken here from now on: a release watcher left from an earlier refused delivery of it
     // must not hand it back (see `release_if_landed`).
-    shared.repairs.landing.lock().await.remove(&id);
+    shared.repairs.taken_here(&id).await;
     match shared.store.inbox_claim(&id, &record.owner, &shared.owner).await {
         Ok(true) => Journaled::Adopted(id),
         Ok(false) => Journaled::Duplicate,
@@ -209,7 +209,5 @@ pub(crate) async fn release(shared: &Arc<Shared>, key: &ChatKey, id: &str, from:
 /// so that the sender's next delivery takes it over (see [`adopt`]); the repair queue looks a
 /// few times, as the append may sit in a frozen server's buffer for a while.
 pub(crate) async fn release_if_landed(shared: &Arc<Shared>, id: String) {
-    // Watched from before the refusal is answered: a retry taken here finds it watched.
-    shared.repairs.landing.lock().await.insert(id.clone());
-    shared.repairs.push(Repair::Landing { id, look: 0 });
+    shared.repairs.watch_landing(id).await;
 }

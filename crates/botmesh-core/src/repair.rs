@@ -118,7 +118,7 @@ pub(crate) struct Repairs {
     /// [`Repair::Landing`]); a later delivery this replica takes removes its id. Held across
     /// a look and its release, so a delivery taking the message here waits for it rather than
     /// racing it.
-    pub(crate) landing: tokio::sync::Mutex<HashSet<String>>,
+    landing: tokio::sync::Mutex<HashSet<String>>,
     wake: Notify,
     /// `true` while the bot stops: the task ends after its pass.
     stopping: watch::Sender<bool>,
@@ -132,6 +132,19 @@ impl Repairs {
             wake: Notify::new(),
             stopping: watch::channel(false).0,
         }
+    }
+
+    /// Watches a refused delivery's journal append, releasing it if it lands after all. Called
+    /// before the refusal is answered, so that a retry taken here finds it watched.
+    pub(crate) async fn watch_landing(&self, id: String) {
+        self.landing.lock().await.insert(id.clone());
+        self.push(Repair::Landing { id, look: 0 });
+    }
+
+    /// Stops watching `id`'s append: a later delivery of it is taken here. Waits for a look
+    /// in progress, so the look cannot release it afterwards.
+    pub(crate) async fn taken_here(&self, id: &str) {
+        self.landing.lock().await.remove(id);
     }
 
     /// Queues `repair`, to be tried after its first wait.
@@ -202,16 +215,7 @@ impl Repairs {
         .await;
         lock(&self.queue).extend(tried.into_iter().flatten());
     }
-}
 
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-impl Repairs {
     /// Tries `repair` once, reporting a failure.
     async fn try_once(&self, journal: Journal<'_>, repair: Repair) -> Tried {
         match repair {
@@ -263,5 +267,12 @@ impl Repairs {
             return Tried::Done;
         }
         Tried::Again(Repair::Landing { id, look })
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
