@@ -48,6 +48,7 @@
 //! None yet: the runtime needs nothing optional.
 
 mod bot;
+mod checkpoint;
 mod conv;
 pub mod coordination;
 mod ctx;

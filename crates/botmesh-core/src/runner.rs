@@ -7,7 +7,8 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::conv::{RecordedAnswer, Saving};
+use crate::checkpoint::RecordedAnswer;
+use crate::conv::Saving;
 use crate::flow::{Ask, Def, Flow, StepDef};
 use crate::handover::FlowHandover;
 use crate::texts::keys;

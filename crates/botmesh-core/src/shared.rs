@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
+use crate::checkpoint;
 use crate::coordination::{Coordination, TurnSlot};
 use crate::event::EventBus;
 use crate::flow::Def;
@@ -56,6 +57,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The checkpoint rows of the bot's store, written the way the bot is set up.
+    pub(crate) fn checkpoints(&self) -> checkpoint::Rows<'_> {
+        checkpoint::Rows { store: &*self.store, cas: self.cas_checkpoints }
+    }
+
     /// What the repair queue writes through.
     pub(crate) fn journal(&self) -> Journal<'_> {
         Journal { store: &*self.store, events: &self.events, owner: &self.owner }

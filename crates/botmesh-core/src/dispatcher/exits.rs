@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use botmesh_traits::{CasOutcome, CheckpointWrite, Error};
+use botmesh_traits::{CasOutcome, CheckpointWrite};
 
 use super::Worker;
 use super::resume::Found;
+use crate::checkpoint;
 use crate::flow::Def;
 use crate::texts::keys;
 use crate::{BotError, Ctx, EndReason, Event, Message, Result};
@@ -19,11 +20,6 @@ pub(super) enum Exit {
     Cancel,
     /// An interrupting trigger: the conversation ends (or is set aside) and this one starts.
     Interrupt(Def),
-}
-
-/// The key of the checkpoint row a flow is set aside in while another one interrupts it.
-fn aside_key(key: &str) -> String {
-    format!("{key}|aside")
 }
 
 impl Worker {
@@ -102,20 +98,18 @@ impl Worker {
     /// Copies the chat's checkpoint row to the side, for [`Worker::resume_aside`].
     async fn set_aside(&mut self) -> Result<()> {
         let shared = Arc::clone(self.shared());
-        let store = &shared.store;
-        let Some(row) = store.get_checkpoint(self.key.as_str()).await? else { return Ok(()) };
-        let aside = aside_key(self.key.as_str());
+        let rows = shared.checkpoints();
+        let Some(row) = rows.read(self.key.as_str()).await? else { return Ok(()) };
+        let aside = checkpoint::aside(self.key.as_str());
         let write = CheckpointWrite::new(row.data);
         self.turn.check()?;
         let written = self
             .turn
             .effect(async {
-                if shared.cas_checkpoints {
-                    let current = store.get_checkpoint(&aside).await?.map(|r| r.revision);
-                    store.set_checkpoint_if(&aside, &write, current).await.map(drop)
-                } else {
-                    store.set_checkpoint(&aside, &write).await.map(drop)
-                }
+                // Over whatever row is set aside already: one flow is set aside at a time.
+                let current =
+                    if rows.cas { rows.read(&aside).await?.map(|r| r.revision) } else { None };
+                rows.write(&aside, &write, current).await.map(drop)
             })
             .await;
         Ok(written?)
@@ -147,24 +141,20 @@ impl Worker {
         if !shared.has_resumable {
             return Ok(None);
         }
-        let (store, key) = (&shared.store, self.key.as_str());
-        let aside = aside_key(key);
-        let Some(row) = store.get_checkpoint(&aside).await? else { return Ok(None) };
+        let (rows, key) = (shared.checkpoints(), self.key.as_str());
+        let aside = checkpoint::aside(key);
+        let Some(row) = rows.read(&aside).await? else { return Ok(None) };
         self.turn.check()?;
         let write = CheckpointWrite::new(row.data.clone());
         let revision = self
             .turn
             .effect(async {
-                let revision = if shared.cas_checkpoints {
-                    // The interrupting flow cleared its row as it completed.
-                    match store.set_checkpoint_if(key, &write, None).await? {
-                        CasOutcome::Written { revision } => Some(revision),
-                        _ => None,
-                    }
-                } else {
-                    Some(store.set_checkpoint(key, &write).await?)
+                // The interrupting flow cleared its row as it completed.
+                let revision = match rows.write(key, &write, None).await? {
+                    CasOutcome::Written { revision } => Some(revision),
+                    _ => None,
                 };
-                clear(&shared, &aside, row.revision).await?;
+                rows.clear(&aside, row.revision).await?;
                 Ok::<_, BotError>(revision)
             })
             .await?;
@@ -187,25 +177,16 @@ impl Worker {
         if !shared.has_resumable || !gives_up || self.turn.check().is_err() {
             return;
         }
-        let aside = aside_key(self.key.as_str());
+        let aside = checkpoint::aside(self.key.as_str());
+        let rows = shared.checkpoints();
         let discarded = async {
-            match shared.store.get_checkpoint(&aside).await? {
-                Some(row) => clear(&shared, &aside, row.revision).await,
+            match rows.read(&aside).await? {
+                Some(row) => rows.clear(&aside, row.revision).await,
                 None => Ok(()),
             }
         };
         if let Err(e) = self.turn.effect(discarded).await {
-            self.report(e);
+            self.report(e.into());
         }
     }
-}
-
-/// Clears row `key` at `revision` (conditionally when the store can).
-async fn clear(shared: &crate::shared::Shared, key: &str, revision: u64) -> Result<()> {
-    let cleared: Result<(), Error> = if shared.cas_checkpoints {
-        shared.store.clear_checkpoint_if(key, revision).await.map(drop)
-    } else {
-        shared.store.clear_checkpoint(key).await
-    };
-    Ok(cleared?)
 }

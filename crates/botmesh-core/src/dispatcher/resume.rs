@@ -8,7 +8,7 @@ use botmesh_traits::{CheckpointRecord, Error, Inbound};
 use futures_util::FutureExt;
 
 use super::{Worker, panic_message};
-use crate::conv::{CHECKPOINT_VERSION, CheckpointDoc, RecordedAnswer};
+use crate::checkpoint::{Doc, RecordedAnswer};
 use crate::flow::Def;
 use crate::handover::{Fallback, FallbackReason, HandoverInfo};
 use crate::runner::Resume;
@@ -111,12 +111,7 @@ impl Worker {
     /// Deletes the checkpoint found at `revision` (conditionally under coordination).
     pub(super) async fn clear_found(&mut self, revision: u64) {
         let shared = Arc::clone(self.shared());
-        let cleared = if shared.cas_checkpoints {
-            shared.store.clear_checkpoint_if(self.key.as_str(), revision).await.map(drop)
-        } else {
-            shared.store.clear_checkpoint(self.key.as_str()).await
-        };
-        if let Err(e) = cleared {
+        if let Err(e) = shared.checkpoints().clear(self.key.as_str(), revision).await {
             self.report(e.into());
         }
     }
@@ -153,7 +148,7 @@ impl Worker {
     /// Looks for a checkpoint to continue from, or a stub to hand to the fallback; `msg` is
     /// the message that woke the chat.
     pub(super) async fn load_checkpoint(&mut self, msg: &Message) -> Option<Found> {
-        let record = match self.shared().store.get_checkpoint(self.key.as_str()).await {
+        let record = match self.shared().checkpoints().read(self.key.as_str()).await {
             Ok(r) => r?,
             Err(e) => {
                 self.report(e.into());
@@ -173,15 +168,7 @@ impl Worker {
     ) -> Option<Found> {
         let shared = Arc::clone(self.shared());
         let revision = record.revision;
-        let doc = serde_json::from_str::<CheckpointDoc>(&record.data)
-            .map_err(|e| e.to_string())
-            .and_then(|doc| {
-                if doc.v != CHECKPOINT_VERSION {
-                    return Err(format!("unknown checkpoint version {}", doc.v));
-                }
-                Ok(doc)
-            });
-        let mut doc = match doc {
+        let mut doc = match Doc::parse(&record.data) {
             Ok(doc) => doc,
             Err(reason) => {
                 self.report(BotError::CorruptCheckpoint {
