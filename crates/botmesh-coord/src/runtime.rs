@@ -348,8 +348,16 @@ impl Coordination for Runtime {
         self.settle
     }
 
-    fn coordinator(&self) -> Option<Arc<dyn Coordinator>> {
-        Some(Arc::clone(&self.state.coordinator))
+    fn incarnation(&self) -> String {
+        self.state.coordinator.incarnation().to_owned()
+    }
+
+    async fn is_alive(&self, incarnation: &str) -> Result<bool, Error> {
+        self.state.coordinator.is_alive(incarnation).await
+    }
+
+    async fn lead(&self, name: &str, lease: Duration) -> Result<bool, Error> {
+        Ok(self.state.coordinator.try_lead(name, lease).await?.is_some())
     }
 
     async fn start(&self, host: Arc<dyn Host>) -> Result<(), BotError> {

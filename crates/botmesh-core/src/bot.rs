@@ -1,368 +1,25 @@
-//! The bot: its builder, and start/stop.
+//! The running bot: starting and stopping it, its transport, and what it offers the
+//! coordination runtime (`BotHost`).
 
-use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-
-use botmesh_traits::{
-    BoxError, Inbound, Outbound, Provider, ProviderEvent, SendReceipt, Store, TransportStatus,
-    async_trait,
-};
-use futures_util::StreamExt;
 use std::time::Duration;
 
+use botmesh_traits::{
+    Inbound, Outbound, ProviderEvent, SendReceipt, Store, TransportStatus, async_trait,
+};
+use futures_util::StreamExt;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
-use crate::coordination::{Coordination, Host};
+use crate::builder::BotBuilder;
+use crate::coordination::Host;
 use crate::dispatcher::{Accepted, Dispatcher};
-use crate::event::{EventBus, Listener};
-use crate::flow::Def;
-use crate::repair::Repairs;
-use crate::scheduler::{self, JobDef, JobFn, job_fn};
-use crate::shared::{HandlerFn, HookFn, Shared};
-use crate::{
-    BotError, ConfigError, Conversation, Ctx, Durability, Event, Flow, Handover, JobCtx,
-    MemoryStore, Message, Result, SchedulerLease, TaskOptions, Texts, Timing, Trigger, Warning,
-};
+use crate::scheduler::{self, JobDef};
+use crate::shared::Shared;
+use crate::{BotError, Event, Result, SchedulerLease, Texts, Warning};
 
-/// Builds a [`Bot`].
-///
-/// Defaults: a [`MemoryStore`], English as the default language, duplicate ids remembered
-/// for the last 10,000 messages, message bodies up to 256 KiB, and an event channel of 1,024
-/// events per subscriber.
-pub struct BotBuilder {
-    provider: Option<Arc<dyn Provider>>,
-    store: Option<Arc<dyn Store>>,
-    texts: Texts,
-    defs: Vec<Def>,
-    handlers: Vec<HandlerFn>,
-    hooks: Vec<HookFn>,
-    cancels: Vec<Trigger>,
-    listeners: Vec<Listener>,
-    dedupe_capacity: usize,
-    max_body_bytes: usize,
-    event_capacity: usize,
-    coordination: Option<Arc<dyn Coordination>>,
-    jobs: Vec<JobDef>,
-    scheduler_lease: Option<SchedulerLease>,
-    handover: Handover,
-    durability: Option<Durability>,
-}
-
-impl std::fmt::Debug for BotBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BotBuilder")
-            .field("flows", &self.defs.iter().map(Def::name).collect::<Vec<_>>())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for BotBuilder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl BotBuilder {
-    /// A builder with the defaults above.
-    pub fn new() -> Self {
-        Self {
-            provider: None,
-            store: None,
-            texts: Texts::default(),
-            defs: Vec::new(),
-            handlers: Vec::new(),
-            hooks: Vec::new(),
-            cancels: Vec::new(),
-            listeners: Vec::new(),
-            dedupe_capacity: 10_000,
-            max_body_bytes: 256 * 1024,
-            event_capacity: 1024,
-            coordination: None,
-            jobs: Vec::new(),
-            scheduler_lease: None,
-            handover: Handover::new(),
-            durability: None,
-        }
-    }
-
-    /// The transport. Required.
-    pub fn provider(mut self, provider: impl Provider) -> Self {
-        self.provider = Some(Arc::new(provider));
-        self
-    }
-
-    /// The transport, already shared.
-    pub fn provider_arc(mut self, provider: Arc<dyn Provider>) -> Self {
-        self.provider = Some(provider);
-        self
-    }
-
-    /// Where chats, user data and checkpoints live. Defaults to a [`MemoryStore`].
-    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
-        self
-    }
-
-    /// Adds a flow.
-    pub fn flow(mut self, mut flow: Flow) -> Self {
-        flow.fingerprint = flow.compute_fingerprint().into();
-        self.defs.push(Def::Flow(Arc::new(flow)));
-        self
-    }
-
-    /// Adds a free-form conversation.
-    pub fn conversation(mut self, conversation: Conversation) -> Self {
-        self.defs.push(Def::Conv(Arc::new(conversation)));
-        self
-    }
-
-    /// Adds a handler for messages that no conversation took. Handlers run in the order they
-    /// were added; an error or a panic in one is reported as [`Event::Error`] and the next
-    /// still runs.
-    pub fn on_message<F, Fut, E>(mut self, f: F) -> Self
-    where
-        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
-        self.handlers.push(Arc::new(move |ctx| {
-            let fut = f(ctx);
-            Box::pin(async move { fut.await.map_err(Into::into) })
-        }));
-        self
-    }
-
-    /// Adds a `before("message")` hook: it receives each message before anything else sees it
-    /// and returns what the rest of the bot sees (a voice transcript as the body, say). An
-    /// error stops the message there and is reported as [`Event::Error`].
-    pub fn before_message<F, Fut, E>(mut self, f: F) -> Self
-    where
-        F: Fn(Message) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Message, E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
-        self.hooks.push(Arc::new(move |m| {
-            let fut = f(m);
-            Box::pin(async move { fut.await.map_err(Into::into) })
-        }));
-        self
-    }
-
-    /// Ends whatever conversation waits for an answer when the answer matches `trigger`, with
-    /// [`EndReason::Cancelled`](crate::EndReason::Cancelled): its checkpoint (or hand-over stub)
-    /// is cleared, its timers will not fire, and the user gets the localized
-    /// `core.conversation.cancelled` text (an empty override sends nothing). The decision comes
-    /// after the `before_message` hooks (a transcribed "cancel" cancels) and before the
-    /// conversation sees the message (a question's validator never gets a cancel word). With no
-    /// conversation waiting the message routes as usual.
-    ///
-    /// ```
-    /// use botmesh_core::{Bot, Trigger, texts::keys};
-    ///
-    /// // `cancel`, `stop` and `/cancel`, or `cancelar` in Spanish: the words are a text.
-    /// let builder = Bot::builder().cancel_on(Trigger::text(keys::CANCEL_WORDS));
-    /// # let _ = builder;
-    /// ```
-    pub fn cancel_on(mut self, trigger: Trigger) -> Self {
-        self.cancels.push(trigger);
-        self
-    }
-
-    /// Calls `f` for every [`Event`], synchronously, on the task that emits it. Keep it short;
-    /// for async work subscribe with [`Bot::events`].
-    pub fn on(mut self, f: impl Fn(&Event) + Send + Sync + 'static) -> Self {
-        self.listeners.push(Arc::new(f));
-        self
-    }
-
-    /// The language used when a message has none. Defaults to `en`.
-    pub fn default_lang(mut self, lang: impl Into<String>) -> Self {
-        let mut texts = Texts::new(lang);
-        std::mem::swap(&mut texts, &mut self.texts);
-        self
-    }
-
-    /// Overrides or adds a localized text (see [`texts::keys`](crate::texts::keys)).
-    pub fn text(mut self, lang: &str, key: &str, text: &str) -> Self {
-        self.texts.set(lang, key, text);
-        self
-    }
-
-    /// How many message ids to remember for dropping duplicates. `0` turns dedupe off.
-    pub fn dedupe_capacity(mut self, n: usize) -> Self {
-        self.dedupe_capacity = n;
-        self
-    }
-
-    /// The largest message text accepted; larger messages are refused with
-    /// [`Error::InvalidInput`] and reported.
-    pub fn max_body_bytes(mut self, n: usize) -> Self {
-        self.max_body_bytes = n;
-        self
-    }
-
-    /// Runs `job` every `interval` on this process. With several replicas, a plain job runs on
-    /// every one of them; see [`every_with`](Self::every_with) for once per occurrence.
-    pub fn every<F, Fut, E>(self, interval: Duration, job: F) -> Self
-    where
-        F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
-        self.schedule_inner(Timing::every(interval), None, job_fn(job))
-    }
-
-    /// Runs `job` every `interval`; with [`TaskOptions::durable`], each occurrence runs on
-    /// exactly one replica.
-    pub fn every_with<F, Fut, E>(self, interval: Duration, task: TaskOptions, job: F) -> Self
-    where
-        F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
-        self.schedule_inner(Timing::every(interval), Some(task), job_fn(job))
-    }
-
-    /// Runs `job` on a [`Timing`] (a cron expression, an instant) on this process.
-    pub fn schedule<F, Fut, E>(self, timing: Timing, job: F) -> Self
-    where
-        F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
-        self.schedule_inner(timing, None, job_fn(job))
-    }
-
-    /// Runs `job` on a [`Timing`], each occurrence on exactly one replica.
-    pub fn schedule_with<F, Fut, E>(self, timing: Timing, task: TaskOptions, job: F) -> Self
-    where
-        F: Fn(JobCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
-        self.schedule_inner(timing, Some(task), job_fn(job))
-    }
-
-    fn schedule_inner(mut self, timing: Timing, task: Option<TaskOptions>, f: JobFn) -> Self {
-        self.jobs.push(JobDef { timing, task, f });
-        self
-    }
-
-    /// Where the leadership of durable tasks comes from. Defaults to the coordinator when the
-    /// bot is coordinated, else to the bot's store's leases.
-    pub fn scheduler_lease(mut self, lease: SchedulerLease) -> Self {
-        self.scheduler_lease = Some(lease);
-        self
-    }
-
-    /// Runs the bot as one of several replicas under a coordination runtime (built by
-    /// `botmesh-coord`). Without it the bot is a single process and no coordination code runs.
-    pub fn coordination(mut self, coordination: Arc<dyn Coordination>) -> Self {
-        self.coordination = Some(coordination);
-        self
-    }
-
-    /// How live conversations are carried to the replica that takes their chat (or to this
-    /// process restarted): see [`Handover`]. Default: only `.persistent()` flows continue.
-    pub fn handover(mut self, handover: Handover) -> Self {
-        self.handover = handover;
-        self
-    }
-
-    /// Journals every inbound message in the store on arrival (dropping retries across
-    /// replicas), replays what a dead replica journaled, and deduplicates the sends of a step
-    /// that runs again: see [`Durability`]. The store must have the journal.
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = Some(durability);
-        self
-    }
-
-    /// Builds the bot.
-    pub fn build(self) -> Result<Bot, ConfigError> {
-        let provider = self.provider.ok_or(ConfigError::MissingProvider)?;
-        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
-        let mut defs = HashMap::new();
-        let mut triggered = Vec::new();
-        let (mut has_persistent, mut has_resumable) = (false, false);
-        for def in self.defs {
-            if let Def::Flow(f) = &def {
-                if f.steps.is_empty() {
-                    return Err(ConfigError::EmptyFlow { name: f.name.clone() });
-                }
-                has_persistent |= f.persistent;
-            }
-            has_resumable |= def.resumes();
-            if !def.triggers().is_empty() {
-                triggered.push(def.clone());
-            }
-            let name = def.name().to_owned();
-            if defs.insert(name.clone(), def).is_some() {
-                return Err(ConfigError::DuplicateName { name });
-            }
-        }
-        let cas_checkpoints =
-            self.coordination.is_some() && store.capabilities().atomic_checkpoints();
-        if self.durability.is_some() && !store.capabilities().journal() {
-            return Err(ConfigError::NoJournal);
-        }
-        let owner = self
-            .coordination
-            .as_ref()
-            .and_then(|c| c.coordinator())
-            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |c| c.incarnation().to_owned());
-        let shared = Arc::new(Shared {
-            provider,
-            store,
-            texts: self.texts,
-            events: EventBus::new(self.listeners, self.event_capacity),
-            defs,
-            triggered,
-            handlers: self.handlers,
-            hooks: self.hooks,
-            cancels: self.cancels,
-            has_persistent,
-            has_resumable,
-            max_body_bytes: self.max_body_bytes,
-            cas_checkpoints,
-            coordination: self.coordination,
-            transport_up: watch::channel(false).0,
-            handover: self.handover,
-            durability: self.durability,
-            owner,
-            repairs: Repairs::new(),
-        });
-        let mut task_ids = HashSet::new();
-        let store_caps = shared.store.capabilities();
-        for task in self.jobs.iter().filter_map(|j| j.task.as_ref()) {
-            if !task_ids.insert(task.id.clone()) {
-                return Err(ConfigError::DuplicateName { name: task.id.clone() });
-            }
-            if store_caps.shared() && !store_caps.atomic_checkpoints() {
-                // Two replicas could both read the last occurrence and both claim the next.
-                return Err(ConfigError::DurableTaskNeedsAtomicStore { task: task.id.clone() });
-            }
-        }
-        let dispatcher = Arc::new(Dispatcher::new(Arc::clone(&shared), self.dedupe_capacity));
-        Ok(Bot {
-            inner: Arc::new(BotInner {
-                shared,
-                dispatcher,
-                intake: Mutex::new(None),
-                closed: watch::channel(true).0,
-                stopping: AtomicBool::new(false),
-                transport_lock: tokio::sync::Mutex::new(()),
-                jobs: self.jobs,
-                scheduler_lease: self.scheduler_lease,
-                job_tasks: Mutex::new(Vec::new()),
-                repairer: Mutex::new(None),
-            }),
-        })
-    }
-}
-
+/// What every clone of a [`Bot`] points to.
 struct BotInner {
     shared: Arc<Shared>,
     dispatcher: Arc<Dispatcher>,
@@ -525,6 +182,29 @@ impl std::fmt::Debug for Bot {
 }
 
 impl Bot {
+    /// The bot [`BotBuilder::build`](crate::BotBuilder::build) assembled from checked parts.
+    pub(crate) fn assemble(
+        shared: Arc<Shared>,
+        dispatcher: Arc<Dispatcher>,
+        jobs: Vec<JobDef>,
+        scheduler_lease: Option<SchedulerLease>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(BotInner {
+                shared,
+                dispatcher,
+                intake: Mutex::new(None),
+                closed: watch::channel(true).0,
+                stopping: AtomicBool::new(false),
+                transport_lock: tokio::sync::Mutex::new(()),
+                jobs,
+                scheduler_lease,
+                job_tasks: Mutex::new(Vec::new()),
+                repairer: Mutex::new(None),
+            }),
+        }
+    }
+
     /// A builder; see [`BotBuilder::new`] for the defaults.
     pub fn builder() -> BotBuilder {
         BotBuilder::new()
@@ -555,12 +235,12 @@ impl Bot {
     fn start_jobs(&self) {
         let inner = &self.inner;
         let clock = scheduler::Clock::new();
-        let coordinator = inner.shared.coordination.as_ref().and_then(|c| c.coordinator());
-        let holder = coordinator
+        let coordination = inner.shared.coordination.clone();
+        let holder = coordination
             .as_ref()
-            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |c| c.incarnation().to_owned());
-        let lease = inner.scheduler_lease.clone().unwrap_or_else(|| match coordinator {
-            Some(c) => SchedulerLease::Coordinator(c),
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |c| c.incarnation());
+        let lease = inner.scheduler_lease.clone().unwrap_or_else(|| match coordination {
+            Some(c) => SchedulerLease::Coordination(c),
             None => SchedulerLease::Store(Arc::clone(&inner.shared.store)),
         });
         if let Ok(mut slot) = inner.repairer.lock()

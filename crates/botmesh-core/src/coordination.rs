@@ -1,8 +1,9 @@
 //! The plug-in point for running a bot as several replicas.
 //!
 //! `botmesh-core` defines these traits and calls them around every message; `botmesh-coord`
-//! implements them over any [`Coordinator`](botmesh_traits::Coordinator) backend. A bot built
-//! without coordination never touches them.
+//! implements them over a coordination backend. The runtime code of `botmesh-core` sees the
+//! replica protocol only through [`Coordination`] and [`Turn`], never the backend itself. A
+//! bot built without coordination never touches them.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -69,10 +70,19 @@ pub trait Host: Send + Sync + 'static {
 /// Built by `botmesh-coord`; handed to [`BotBuilder::coordination`](crate::BotBuilder::coordination).
 #[async_trait]
 pub trait Coordination: Send + Sync + 'static {
-    /// The coordination backend, for the scheduler's leadership of durable tasks.
-    fn coordinator(&self) -> Option<Arc<dyn botmesh_traits::Coordinator>> {
-        None
-    }
+    /// This replica's incarnation: the owner its journal records are written under, which
+    /// other replicas ask [`is_alive`](Self::is_alive) about.
+    fn incarnation(&self) -> String;
+
+    /// Whether the replica incarnation `incarnation` is alive: its heartbeat has not run out.
+    /// The journal's replay and the adoption of a redelivered message take over only what a
+    /// dead incarnation left.
+    async fn is_alive(&self, incarnation: &str) -> Result<bool, Error>;
+
+    /// Tries to lead `name` (a durable task) for `lease`: `true` when this replica leads it
+    /// now. Leadership only decides who tries to run an occurrence; the occurrence's claim in
+    /// the store decides whether it runs.
+    async fn lead(&self, name: &str, lease: Duration) -> Result<bool, Error>;
 
     /// How long a turn may stay held for a running conversation step before the step is cut
     /// short (its checkpoint kept) and the turn released.

@@ -87,8 +87,7 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     }
     if record.owner != RELEASED {
         // Its owner may be handling it right now: only a dead owner's is taken.
-        let coordinator = shared.coordination.as_ref().and_then(|c| c.coordinator());
-        let dead = match coordinator {
+        let dead = match &shared.coordination {
             Some(c) => match c.is_alive(&record.owner).await {
                 Ok(alive) => !alive,
                 Err(e) => {

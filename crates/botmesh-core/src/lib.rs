@@ -48,6 +48,7 @@
 //! None yet: the runtime needs nothing optional.
 
 mod bot;
+mod builder;
 mod checkpoint;
 mod conv;
 pub mod coordination;
@@ -68,7 +69,8 @@ mod shared;
 pub mod texts;
 mod trigger;
 
-pub use bot::{Bot, BotBuilder};
+pub use bot::Bot;
+pub use builder::BotBuilder;
 pub use conv::ConvCtx;
 pub use ctx::Ctx;
 pub use error::{BotError, ConfigError, Result};

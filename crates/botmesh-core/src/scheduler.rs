@@ -14,11 +14,12 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use botmesh_traits::{BoxError, CasOutcome, CheckpointWrite, Coordinator, Error, Store};
+use botmesh_traits::{BoxError, CasOutcome, CheckpointWrite, Error, Store};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use crate::coordination::Coordination;
 use crate::dispatcher::panic_message;
 use crate::{Bot, BotError, ConfigError, Event};
 
@@ -136,8 +137,8 @@ impl TaskOptions {
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum SchedulerLease {
-    /// The bot's coordinator (the default with coordination).
-    Coordinator(Arc<dyn Coordinator>),
+    /// A coordination runtime's leaderships (the default with coordination: the bot's own).
+    Coordination(Arc<dyn Coordination>),
     /// A store's leases (the default without coordination: the bot's store).
     Store(Arc<dyn Store>),
 }
@@ -145,7 +146,7 @@ pub enum SchedulerLease {
 impl std::fmt::Debug for SchedulerLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Self::Coordinator(_) => "SchedulerLease::Coordinator",
+            Self::Coordination(_) => "SchedulerLease::Coordination",
             Self::Store(_) => "SchedulerLease::Store",
         })
     }
@@ -285,9 +286,7 @@ pub(crate) async fn durable(
 
 async fn leads(lease: &SchedulerLease, name: &str, holder: &str) -> bool {
     match lease {
-        SchedulerLease::Coordinator(c) => {
-            matches!(c.try_lead(name, STORE_LEASE).await, Ok(Some(_)))
-        }
+        SchedulerLease::Coordination(c) => matches!(c.lead(name, STORE_LEASE).await, Ok(true)),
         SchedulerLease::Store(s) => {
             matches!(s.acquire_lease(name, holder, STORE_LEASE).await, Ok(Some(_)))
         }

@@ -14,13 +14,13 @@ use crate::shared::Shared;
 /// released unfinished) and queues a takeover of each such chat here: under the chat's turn,
 /// the worker claims and handles them in journal order. An owner must have been found dead on
 /// the pass before too: meanwhile the next holder of each of its chats takes them over
-/// anyway, and only chats nobody writes to are left to this loop. Without a coordinator (one
+/// anyway, and only chats nobody writes to are left to this loop. Without coordination (one
 /// process), the records left by an earlier process are claimed and queued again, once at
 /// start.
 pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
     const BATCH: usize = 100;
     let Some(durability) = shared.durability.clone() else { return };
-    let coordinator = shared.coordination.as_ref().and_then(|c| c.coordinator());
+    let coordination = shared.coordination.clone();
     let mut suspects: HashSet<String> = HashSet::new();
     loop {
         let pending = match shared.store.inbox_pending(BATCH).await {
@@ -35,7 +35,7 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
         // Under coordination, chats to take over under their turn, with the dead owners.
         let mut chats: HashMap<String, Vec<String>> = HashMap::new();
         for record in pending.into_iter().filter(|r| r.owner != shared.owner) {
-            let owner_alive = match (&coordinator, alive.get(&record.owner)) {
+            let owner_alive = match (&coordination, alive.get(&record.owner)) {
                 (_, Some(known)) => *known,
                 (None, None) => false,
                 (Some(c), None) => match c.is_alive(&record.owner).await {
@@ -52,7 +52,7 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
             if owner_alive {
                 continue;
             }
-            if coordinator.is_some() {
+            if coordination.is_some() {
                 dead_now.insert(record.owner.clone());
                 if suspects.contains(&record.owner) {
                     let owners = chats.entry(record.key.clone()).or_default();
@@ -70,7 +70,7 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
         for (key, owners) in chats {
             dispatcher.take_over(&ChatKey::from(key), owners);
         }
-        if coordinator.is_none() {
+        if coordination.is_none() {
             return;
         }
         suspects = dead_now;
