@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use botmesh_traits::{BoxError, Error, Outbound, Provider, SendReceipt, Store};
@@ -17,7 +18,11 @@ use crate::coordination::{Coordination, TurnSlot};
 use crate::event::EventBus;
 use crate::flow::Def;
 use crate::repair::{Journal, Repairs};
+use crate::retry;
 use crate::{BotError, Ctx, Durability, Event, Handover, Message, Result, Texts, Trigger};
+
+/// How long an outbox claim whose reply was lost is asked again before the send fails.
+const CLAIM_BUDGET: Duration = Duration::from_millis(1500);
 
 pub(crate) type HandlerFn =
     Arc<dyn Fn(Ctx) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
@@ -126,24 +131,22 @@ impl Shared {
     }
 
     /// Claims send `key` in the outbox. A claim whose reply was lost (a dropped connection, a
-    /// timeout) may have landed, so it is asked again: found claimed, it was this claim when
+    /// timeout) may have landed, so it is asked again (with the retry policy, for as long as
+    /// [`CLAIM_BUDGET`], and only while the turn holds): found claimed, it was this claim when
     /// the message is handled for the first time (nothing else can have claimed it), else an
     /// earlier run's, whose send went out.
     async fn outbox_claim(&self, turn: &TurnSlot, key: &str, ttl: Duration) -> Result<bool> {
-        const RETRIES: [u64; 4] = [100, 200, 400, 800];
-        let mut error = match self.store.outbox_claim(key, ttl).await {
-            Ok(claimed) => return Ok(claimed),
-            Err(e) => e,
-        };
-        for ms in RETRIES {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            turn.check()?;
-            match self.store.outbox_claim(key, ttl).await {
-                Ok(claimed) => return Ok(claimed || turn.first_attempt()),
-                Err(e) => error = e,
+        let failed = AtomicBool::new(false);
+        let claimed = retry::within(CLAIM_BUDGET, || async {
+            if failed.load(Ordering::Relaxed) {
+                turn.check()?;
             }
-        }
-        Err(error.into())
+            let claimed = self.store.outbox_claim(key, ttl).await;
+            failed.fetch_or(claimed.is_err(), Ordering::Relaxed);
+            claimed
+        })
+        .await?;
+        Ok(claimed || (failed.load(Ordering::Relaxed) && turn.first_attempt()))
     }
 
     pub(crate) async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
