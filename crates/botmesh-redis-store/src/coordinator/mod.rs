@@ -1,17 +1,15 @@
 //! [`RedisCoordinator`]: tickets, turns, heartbeats and leadership on Redis.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use botmesh_traits::{
     BoxError, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant,
     async_trait,
 };
-use futures_util::StreamExt;
 use futures_util::future::join_all;
 use redis::Script;
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -19,6 +17,24 @@ use crate::RedisOptions;
 use crate::conn::{Conn, Connect, idempotent};
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
+
+mod wake;
+mod withdraw;
+
+use self::wake::{Waiters, passed_over, subscriber};
+use self::withdraw::{Withdraw, Withdrawals};
+
+/// The waits between the tries of what this coordinator tries again in the background
+/// (withdrawing a ticket, subscribing to its wake channel): exponential with jitter, from
+/// 10 ms to one second, without end; the same policy as the runtime's retries.
+fn backoff() -> ExponentialBackoff {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(10))
+        .with_max_delay(Duration::from_secs(1))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
 
 fn unavailable(reason: &str, e: impl Into<BoxError>) -> Error {
     Error::CoordinationUnavailable { reason: reason.to_owned(), source: Some(e.into()) }
@@ -40,99 +56,6 @@ struct CoordScripts {
     abandon: Script,
     try_lead: Script,
     resign: Script,
-}
-
-/// Local waiters, woken when a release hands a turn to one of this incarnation's tickets.
-#[derive(Default)]
-struct Waiters {
-    map: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
-    /// Turns handed over through the channel, by chat key and ticket, not yet picked up.
-    granted: Mutex<HashMap<(String, u64), TurnGrant>>,
-    /// Whether the wake channel is subscribed right now; waiters poll fast only when not.
-    subscribed: std::sync::atomic::AtomicBool,
-}
-
-impl Waiters {
-    fn register(self: &Arc<Self>, key: &str) -> WaiterGuard {
-        let mut map = lock(&self.map);
-        let entry = map.entry(key.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
-        entry.1 += 1;
-        WaiterGuard { waiters: Arc::clone(self), key: key.to_owned(), notify: Arc::clone(&entry.0) }
-    }
-
-    fn wake(&self, key: &str) {
-        if let Some((notify, _)) = lock(&self.map).get(key) {
-            notify.notify_waiters();
-        }
-    }
-
-    fn wake_all(&self) {
-        for (notify, _) in lock(&self.map).values() {
-            notify.notify_waiters();
-        }
-    }
-}
-
-struct WaiterGuard {
-    waiters: Arc<Waiters>,
-    key: String,
-    notify: Arc<Notify>,
-}
-
-impl Drop for WaiterGuard {
-    fn drop(&mut self) {
-        let mut map = lock(&self.waiters.map);
-        if let Some(entry) = map.get_mut(&self.key) {
-            entry.1 -= 1;
-            if entry.1 == 0 {
-                map.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// A hand-over message: chat key, ticket, fence, previous holder and the incarnations passed
-/// over, one per line.
-fn parse_handover(payload: &str) -> Option<TurnGrant> {
-    let mut parts = payload.split('\n');
-    let key = parts.next()?;
-    let seq = parts.next()?.parse().ok()?;
-    let fence = parts.next()?.parse().ok()?;
-    let prev = parts.next().filter(|p| !p.is_empty()).map(str::to_owned);
-    let passed = passed_over(parts.next().unwrap_or_default());
-    Some(TurnGrant::new(key, seq, fence, prev).with_passed_over(passed))
-}
-
-/// The incarnations a grant passed over, from their comma-separated list.
-fn passed_over(list: &str) -> Vec<String> {
-    list.split(',').filter(|i| !i.is_empty()).map(str::to_owned).collect()
-}
-
-/// Subscribes to this incarnation's hand-over channel for as long as the coordinator lives,
-/// reconnecting after a drop; waiters poll meanwhile.
-async fn subscriber(client: redis::Client, channel: String, waiters: Arc<Waiters>) {
-    loop {
-        if let Ok(mut pubsub) = client.get_async_pubsub().await
-            && pubsub.subscribe(&channel).await.is_ok()
-        {
-            // Anything published while we were away is covered by waking everyone once.
-            waiters.subscribed.store(true, std::sync::atomic::Ordering::SeqCst);
-            waiters.wake_all();
-            let mut messages = pubsub.into_on_message();
-            while let Some(msg) = messages.next().await {
-                let Some(grant) =
-                    msg.get_payload::<String>().ok().as_deref().and_then(parse_handover)
-                else {
-                    continue;
-                };
-                let key = grant.key.clone();
-                lock(&waiters.granted).insert((key.clone(), grant.seq), grant);
-                waiters.wake(&key);
-            }
-            waiters.subscribed.store(false, std::sync::atomic::Ordering::SeqCst);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// A [`Coordinator`] on Redis.
@@ -159,8 +82,8 @@ pub struct RedisCoordinator {
     waiters: Arc<Waiters>,
     subscriber: JoinHandle<()>,
     /// Withdraws tickets nobody will wait for, retrying until Redis answers.
-    repair: Repair,
-    repairer: JoinHandle<()>,
+    withdrawals: Withdrawals,
+    withdrawer: JoinHandle<()>,
     /// Whether a heartbeat registered this incarnation: a later one that finds it gone knows
     /// its leases expired meanwhile.
     registered: std::sync::atomic::AtomicBool,
@@ -183,88 +106,7 @@ impl std::fmt::Debug for RedisCoordinator {
 impl Drop for RedisCoordinator {
     fn drop(&mut self) {
         self.subscriber.abort();
-        self.repairer.abort();
-    }
-}
-
-/// A ticket to withdraw from Redis: one whose `take_tickets` reply was lost (found by the
-/// call's tid), or one whose cancel failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Withdraw {
-    Orphans { key: String, tid: String },
-    Ticket(Ticket),
-}
-
-/// Withdraws tickets that would otherwise hold their chat up: each is retried every 250 ms
-/// until Redis confirms it, and leaves the list only then.
-#[derive(Clone)]
-struct Repair {
-    conn: Conn,
-    scripts: Arc<CoordScripts>,
-    keys: Keys,
-    incarnation: String,
-    idle_keep: Duration,
-    waiters: Arc<Waiters>,
-    pending: Arc<Mutex<Vec<Withdraw>>>,
-}
-
-impl Repair {
-    /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev,
-    /// passed over` at the front of `rest`): it waits in the granted map for that ticket's
-    /// waiter.
-    fn adopt(&self, key: &str, rest: &[String]) {
-        if let [seq, fence, prev, passed, ..] = rest
-            && !seq.is_empty()
-            && let Ok(grant) = RedisCoordinator::grant(key, seq, fence, prev, passed)
-        {
-            lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
-            self.waiters.wake(key);
-        }
-    }
-
-    async fn withdraw(&self, what: &Withdraw) -> redis::RedisResult<()> {
-        let (key, script, id) = match what {
-            Withdraw::Orphans { key, tid } => (key, &self.scripts.abandon, tid.clone()),
-            Withdraw::Ticket(t) => {
-                lock(&self.waiters.granted).remove(&(t.key.clone(), t.seq));
-                (&t.key, &self.scripts.cancel, t.seq.to_string())
-            }
-        };
-        let (state, queue) = self.keys.turn(key);
-        let reply: Vec<String> = script
-            .key(state)
-            .key(queue)
-            .arg(&self.incarnation)
-            .arg(id)
-            .arg(ms(self.idle_keep))
-            .arg(self.keys.wake_prefix())
-            .arg(key)
-            .arg(Keys::alive_prefix(&self.keys.shard(key)))
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        self.adopt(key, reply.get(1..).unwrap_or_default());
-        Ok(())
-    }
-
-    /// Withdraws `what` now, or keeps it for the retry loop.
-    async fn now_or_later(&self, what: Withdraw) -> redis::RedisResult<()> {
-        let result = self.withdraw(&what).await;
-        if result.is_err() {
-            lock(&self.pending).push(what);
-        }
-        result
-    }
-
-    async fn run(self) {
-        loop {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            let snapshot = lock(&self.pending).clone();
-            for what in snapshot {
-                if self.withdraw(&what).await.is_ok() {
-                    lock(&self.pending).retain(|w| *w != what);
-                }
-            }
-        }
+        self.withdrawer.abort();
     }
 }
 
@@ -312,7 +154,7 @@ impl RedisCoordinator {
             try_lead: s(scripts::TRY_LEAD),
             resign: s(scripts::RESIGN),
         });
-        let repair = Repair {
+        let withdrawals = Withdrawals {
             conn: conn.clone(),
             scripts: Arc::clone(&scripts),
             keys: keys.clone(),
@@ -320,8 +162,9 @@ impl RedisCoordinator {
             idle_keep: options.idle_keep,
             waiters: Arc::clone(&waiters),
             pending: Arc::default(),
+            queued: Arc::default(),
         };
-        let repairer = tokio::spawn(repair.clone().run());
+        let withdrawer = tokio::spawn(withdrawals.clone().run());
         Self {
             conn,
             keys,
@@ -333,8 +176,8 @@ impl RedisCoordinator {
             scripts,
             waiters,
             subscriber,
-            repair,
-            repairer,
+            withdrawals,
+            withdrawer,
             registered: std::sync::atomic::AtomicBool::new(false),
             heartbeat_conn: tokio::sync::OnceCell::new(),
             client: client_for_heartbeat,
@@ -368,7 +211,7 @@ impl RedisCoordinator {
     }
 
     fn adopt(&self, key: &str, rest: &[String]) {
-        self.repair.adopt(key, rest);
+        self.withdrawals.adopt(key, rest);
     }
 
     fn grant(key: &str, seq: &str, fence: &str, prev: &str, passed: &str) -> Result<TurnGrant> {
@@ -486,8 +329,10 @@ impl Coordinator for RedisCoordinator {
             Ok(reply) => reply,
             Err(e) => {
                 // The script may have run with its reply lost: withdraw whatever it queued.
-                let _ =
-                    self.repair.now_or_later(Withdraw::Orphans { key: key.to_owned(), tid }).await;
+                let _ = self
+                    .withdrawals
+                    .now_or_later(Withdraw::Orphans { key: key.to_owned(), tid })
+                    .await;
                 return Err(unavailable("taking a ticket", e));
             }
         };
@@ -582,7 +427,7 @@ impl Coordinator for RedisCoordinator {
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
         // A cancel Redis did not confirm is retried until it is: the ticket must not stay
         // queued with nobody waiting for it.
-        self.repair
+        self.withdrawals
             .now_or_later(Withdraw::Ticket(ticket.clone()))
             .await
             .map_err(|e| unavailable("cancelling a ticket", e))

@@ -1,0 +1,110 @@
+//! Waking a waiting ticket: a release that hands a chat's turn to a ticket of this
+//! incarnation publishes the grant on the incarnation's channel; the subscriber puts it where
+//! the ticket's waiter picks it up, and wakes the waiter.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh_traits::TurnGrant;
+use futures_util::StreamExt;
+use tokio::sync::Notify;
+
+use super::{backoff, lock};
+
+/// Local waiters, woken when a release hands a turn to one of this incarnation's tickets.
+#[derive(Default)]
+pub(super) struct Waiters {
+    pub(super) map: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+    /// Turns handed over through the channel, by chat key and ticket, not yet picked up.
+    pub(super) granted: Mutex<HashMap<(String, u64), TurnGrant>>,
+    /// Whether the wake channel is subscribed right now; waiters poll fast only when not.
+    pub(super) subscribed: std::sync::atomic::AtomicBool,
+}
+
+impl Waiters {
+    pub(super) fn register(self: &Arc<Self>, key: &str) -> WaiterGuard {
+        let mut map = lock(&self.map);
+        let entry = map.entry(key.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
+        entry.1 += 1;
+        WaiterGuard { waiters: Arc::clone(self), key: key.to_owned(), notify: Arc::clone(&entry.0) }
+    }
+
+    pub(super) fn wake(&self, key: &str) {
+        if let Some((notify, _)) = lock(&self.map).get(key) {
+            notify.notify_waiters();
+        }
+    }
+
+    pub(super) fn wake_all(&self) {
+        for (notify, _) in lock(&self.map).values() {
+            notify.notify_waiters();
+        }
+    }
+}
+
+/// A waiter registered for a chat key, unregistered when dropped.
+pub(super) struct WaiterGuard {
+    waiters: Arc<Waiters>,
+    key: String,
+    pub(super) notify: Arc<Notify>,
+}
+
+impl Drop for WaiterGuard {
+    fn drop(&mut self) {
+        let mut map = lock(&self.waiters.map);
+        if let Some(entry) = map.get_mut(&self.key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// A hand-over message: chat key, ticket, fence, previous holder and the incarnations passed
+/// over, one per line.
+pub(super) fn parse_handover(payload: &str) -> Option<TurnGrant> {
+    let mut parts = payload.split('\n');
+    let key = parts.next()?;
+    let seq = parts.next()?.parse().ok()?;
+    let fence = parts.next()?.parse().ok()?;
+    let prev = parts.next().filter(|p| !p.is_empty()).map(str::to_owned);
+    let passed = passed_over(parts.next().unwrap_or_default());
+    Some(TurnGrant::new(key, seq, fence, prev).with_passed_over(passed))
+}
+
+/// The incarnations a grant passed over, from their comma-separated list.
+pub(super) fn passed_over(list: &str) -> Vec<String> {
+    list.split(',').filter(|i| !i.is_empty()).map(str::to_owned).collect()
+}
+
+/// Subscribes to this incarnation's hand-over channel for as long as the coordinator lives,
+/// subscribing again with the coordinator's backoff after a drop; waiters poll meanwhile.
+pub(super) async fn subscriber(client: redis::Client, channel: String, waiters: Arc<Waiters>) {
+    let mut waits = backoff();
+    loop {
+        if let Ok(mut pubsub) = client.get_async_pubsub().await
+            && pubsub.subscribe(&channel).await.is_ok()
+        {
+            // Subscribed: a later drop starts again from the shortest wait.
+            waits = backoff();
+            // Anything published while we were away is covered by waking everyone once.
+            waiters.subscribed.store(true, std::sync::atomic::Ordering::SeqCst);
+            waiters.wake_all();
+            let mut messages = pubsub.into_on_message();
+            while let Some(msg) = messages.next().await {
+                let Some(grant) =
+                    msg.get_payload::<String>().ok().as_deref().and_then(parse_handover)
+                else {
+                    continue;
+                };
+                let key = grant.key.clone();
+                lock(&waiters.granted).insert((key.clone(), grant.seq), grant);
+                waiters.wake(&key);
+            }
+            waiters.subscribed.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+        tokio::time::sleep(waits.next().unwrap_or(Duration::from_secs(1))).await;
+    }
+}

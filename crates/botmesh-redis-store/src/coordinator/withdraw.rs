@@ -1,0 +1,106 @@
+//! Withdrawing tickets nobody will wait for: one whose `take_tickets` reply was lost, or
+//! whose cancel failed, would hold its chat up until this incarnation's lease runs out. Each
+//! is tried again in the background until Redis confirms it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh_traits::Ticket;
+use tokio::sync::Notify;
+
+use super::wake::Waiters;
+use super::{CoordScripts, RedisCoordinator, backoff, lock, ms};
+use crate::conn::Conn;
+use crate::keys::Keys;
+
+/// A ticket to withdraw from Redis: one whose `take_tickets` reply was lost (found by the
+/// call's tid), or one whose cancel failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Withdraw {
+    /// The tickets a lost `take_tickets` call took in chat `key`, found by the call's `tid`.
+    Orphans { key: String, tid: String },
+    /// One ticket.
+    Ticket(Ticket),
+}
+
+/// Withdraws tickets that would otherwise hold their chat up: what fails is tried again with
+/// the coordinator's backoff until Redis confirms it, and leaves the list only then.
+#[derive(Clone)]
+pub(super) struct Withdrawals {
+    pub(super) conn: Conn,
+    pub(super) scripts: Arc<CoordScripts>,
+    pub(super) keys: Keys,
+    pub(super) incarnation: String,
+    pub(super) idle_keep: Duration,
+    pub(super) waiters: Arc<Waiters>,
+    pub(super) pending: Arc<Mutex<Vec<Withdraw>>>,
+    /// Woken when something is left for [`run`](Self::run).
+    pub(super) queued: Arc<Notify>,
+}
+
+impl Withdrawals {
+    /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev,
+    /// passed over` at the front of `rest`): it waits in the granted map for that ticket's
+    /// waiter.
+    pub(super) fn adopt(&self, key: &str, rest: &[String]) {
+        if let [seq, fence, prev, passed, ..] = rest
+            && !seq.is_empty()
+            && let Ok(grant) = RedisCoordinator::grant(key, seq, fence, prev, passed)
+        {
+            lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
+            self.waiters.wake(key);
+        }
+    }
+
+    async fn withdraw(&self, what: &Withdraw) -> redis::RedisResult<()> {
+        let (key, script, id) = match what {
+            Withdraw::Orphans { key, tid } => (key, &self.scripts.abandon, tid.clone()),
+            Withdraw::Ticket(t) => {
+                lock(&self.waiters.granted).remove(&(t.key.clone(), t.seq));
+                (&t.key, &self.scripts.cancel, t.seq.to_string())
+            }
+        };
+        let (state, queue) = self.keys.turn(key);
+        let reply: Vec<String> = script
+            .key(state)
+            .key(queue)
+            .arg(&self.incarnation)
+            .arg(id)
+            .arg(ms(self.idle_keep))
+            .arg(self.keys.wake_prefix())
+            .arg(key)
+            .arg(Keys::alive_prefix(&self.keys.shard(key)))
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        self.adopt(key, reply.get(1..).unwrap_or_default());
+        Ok(())
+    }
+
+    /// Withdraws `what` now, or keeps it for [`run`](Self::run).
+    pub(super) async fn now_or_later(&self, what: Withdraw) -> redis::RedisResult<()> {
+        let result = self.withdraw(&what).await;
+        if result.is_err() {
+            lock(&self.pending).push(what);
+            self.queued.notify_one();
+        }
+        result
+    }
+
+    /// Tries what is left again, waiting longer after each pass that leaves something, until
+    /// the coordinator is dropped. Idle while nothing is left.
+    pub(super) async fn run(self) {
+        loop {
+            self.queued.notified().await;
+            let mut waits = backoff();
+            while !lock(&self.pending).is_empty() {
+                tokio::time::sleep(waits.next().unwrap_or(Duration::from_secs(1))).await;
+                let snapshot = lock(&self.pending).clone();
+                for what in snapshot {
+                    if self.withdraw(&what).await.is_ok() {
+                        lock(&self.pending).retain(|w| *w != what);
+                    }
+                }
+            }
+        }
+    }
+}
