@@ -1,6 +1,9 @@
 //! Conversation hand-over and durability between replicas: forwarded flows, fallbacks, cut
 //! steps that keep their answer, the inbox journal, replay and the outbox. Every scenario runs
 //! on the in-memory hub (paused time) and on a private real Redis (real time).
+//!
+//! Kept whole: every scenario shares the flows and the replica helpers defined along the
+//! way, and the table at the top runs each on both backends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

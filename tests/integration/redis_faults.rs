@@ -1,6 +1,9 @@
 //! Redis faults under two replicas: killed connections, a paused server, a server restarted
 //! empty, and thousands of chats leaving no keys behind. In every case nothing runs without
 //! its turn, and every message is either handled or reported.
+//!
+//! Kept whole: the scenarios share one private Redis server harness (kill, pause, restart)
+//! and its helpers.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,5 +1,8 @@
 //! Several bots coordinating as replicas: every scenario runs on the in-memory hub (under
 //! paused time) and on a private real Redis (in real time, so the bounds below are generous).
+//!
+//! Kept whole: it holds the replica harness (`Replica`, `replica`) the other suites import,
+//! beside the scenarios that pin it down.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

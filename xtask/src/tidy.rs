@@ -16,6 +16,12 @@ const TRAITS_ALLOWED: &[&str] = &["async-trait", "futures-core", "serde", "thise
 const TRAITS_FORBIDDEN: &[&str] =
     &["tokio", "redis", "reqwest", "hyper", "sqlx", "mongodb", "tracing"];
 
+/// Lines past which a source file says at its top why it is still one concern.
+const FILE_LINES: usize = 600;
+
+/// How such a file says it: a line of its opening module comment starts with this.
+const KEPT_WHOLE: &str = "//! Kept whole:";
+
 struct Krate {
     name: String,
     kind: String,
@@ -91,6 +97,30 @@ pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(p);
         }
     }
+}
+
+/// The first line (1-based) of runtime code in `text` that names the backend `Coordinator`
+/// trait as a word. Comments, the crate's re-export of the contract (`pub use botmesh_traits`)
+/// and the unit tests after `#[cfg(test)]` do not count.
+fn names_backend(text: &str) -> Option<usize> {
+    const WORD: &str = "Coordinator";
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    for (n, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("#[cfg(test)]") {
+            return None;
+        }
+        if code.starts_with("//") || code.starts_with("pub use botmesh_traits") {
+            continue;
+        }
+        let found = code.match_indices(WORD).any(|(at, _)| {
+            !ident(code[..at].chars().next_back()) && !ident(code[at + WORD.len()..].chars().next())
+        });
+        if found {
+            return Some(n + 1);
+        }
+    }
+    None
 }
 
 /// Runs every check and reports all violations at once.
@@ -186,6 +216,35 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         }
     }
 
+    // Invariant: a file past the size where it stops being one concern says why at its top.
+    for f in &files {
+        let text = fs::read_to_string(f)?;
+        let lines = text.lines().count();
+        let reason =
+            text.lines().take_while(|l| l.starts_with("//!")).any(|l| l.starts_with(KEPT_WHOLE));
+        if lines > FILE_LINES && !reason {
+            let shown = f.strip_prefix(root).unwrap_or(f).display();
+            problems.push(format!(
+                "{shown}: {lines} lines; split it by concern, or say why not in a `{KEPT_WHOLE}` line of its module comment"
+            ));
+        }
+    }
+
+    // Invariant: the runtime sees the replica protocol only through its coordination seam.
+    if let Some(core) = crates.iter().find(|k| k.name == "botmesh-core") {
+        let mut own = Vec::new();
+        rust_files(&core.dir.join("src"), &mut own);
+        for f in &own {
+            let text = fs::read_to_string(f)?;
+            if let Some(line) = names_backend(&text) {
+                let shown = f.strip_prefix(root).unwrap_or(f).display();
+                problems.push(format!(
+                    "{shown}:{line}: botmesh-core's runtime names the backend Coordinator; go through coordination::Coordination"
+                ));
+            }
+        }
+    }
+
     // Invariant: no import cycle among a crate's modules.
     for k in &crates {
         for cycle in crate::cycles::find(&k.dir.join("src")) {
@@ -208,4 +267,19 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         eprintln!("tidy: {p}");
     }
     bail!("{} architecture invariant(s) broken", problems.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_backend;
+
+    #[test]
+    fn the_backend_trait_is_found_as_a_word_in_code_only() {
+        assert_eq!(names_backend("use botmesh_traits::{Coordinator, Error};"), Some(1));
+        assert_eq!(names_backend("fn f() {}\nlet c: Arc<dyn Coordinator> = x;"), Some(2));
+        assert_eq!(names_backend("use crate::coordination::Coordination;"), None);
+        assert_eq!(names_backend("let hub = MemoryCoordinator::new();"), None);
+        assert_eq!(names_backend("/// over any [`Coordinator`] backend"), None);
+        assert_eq!(names_backend("#[cfg(test)]\nmod tests { use super::Coordinator; }"), None);
+    }
 }

@@ -1,4 +1,8 @@
 //! [`MongoStore`].
+//!
+//! Kept whole: it is the one `impl Store for MongoStore`, every method of the contract in
+//! the contract's order; the schema (`schema.rs`) and the duplicate-key writes (`write.rs`)
+//! already live beside it.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;

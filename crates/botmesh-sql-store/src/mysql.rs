@@ -4,6 +4,9 @@
 //! (decided atomically by the row lock) followed, when no row matched, by an
 //! `INSERT IGNORE` (decided atomically by the primary key); new counters come back through
 //! `LAST_INSERT_ID(expr)` on the same connection.
+//!
+//! Kept whole: it is the one `impl Store for MySqlStore`, every method of the contract in the
+//! contract's order, each with the two statements MySQL needs where the others need one.
 
 use std::str::FromStr;
 use std::time::Duration;

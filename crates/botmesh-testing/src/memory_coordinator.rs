@@ -14,6 +14,9 @@
 //! Dead holders are cleared, and queued tickets of dead incarnations skipped, lazily: whenever
 //! an operation touches the key. Time is [`tokio::time::Instant`], so tests can run under
 //! `tokio::time::pause()`.
+//!
+//! Kept whole: the hub's state and the one `impl Coordinator` over it are one model, read
+//! side by side against the Redis scripts it stands in for.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
