@@ -10,8 +10,8 @@ use std::time::Duration;
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::{
     Ask, BotBuilder, BotError, Capabilities, Coordinator, Error, ErrorKind, Event, Flow,
-    FlowHandover, Handover, Inbound, MemoryStore, Message, SchedulerLease, Step, Store,
-    TaskOptions, Trigger,
+    FlowHandover, FollowReason, Handover, Inbound, MemoryStore, Message, SchedulerLease, Step,
+    Store, TaskOptions, Trigger,
 };
 use botmesh_redis_store::RedisCoordinator;
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, RedisServer, TestProvider};
@@ -203,10 +203,9 @@ async fn by_default_a_step_is_cut_short_after_a_minute() {
 }
 
 fn stepped_down(r: &Replica) -> bool {
-    r.rec
-        .events()
-        .iter()
-        .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "provider-down"))
+    r.rec.events().iter().any(
+        |e| matches!(e, Event::Follower { reason, .. } if *reason == FollowReason::ProviderDown),
+    )
 }
 
 #[tokio::test(start_paused = true)]

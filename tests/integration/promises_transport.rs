@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use botmesh_coord::{CoordinationConfig, ProviderSession};
-use botmesh_core::{Capabilities, Error, ErrorKind, Event, Outbound};
+use botmesh_core::{Capabilities, Error, ErrorKind, Event, FollowReason, Outbound};
 use botmesh_testing::TestProvider;
 use tokio::time::Instant;
 
@@ -45,7 +45,7 @@ async fn standing_by(r: &Replica) {
         .rec
         .events()
         .iter()
-        .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "standby"))
+        .any(|e| matches!(e, Event::Follower { reason, .. } if *reason == FollowReason::Standby))
     {
         assert!(Instant::now() < deadline, "never stood by");
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use botmesh_coord::{CoordinationConfig, ProviderSession};
 use botmesh_core::{
     Ask, Bot, BotBuilder, BotError, Capabilities, CheckpointWrite, EndReason, Error, ErrorKind,
-    Event, Flow, HandoverOutcome, LeaseLostReason, Outbound, Step, TransportStatus, Trigger,
+    Event, Flow, FollowReason, HandoverOutcome, LeaseLostReason, Outbound, Step, TransportStatus,
+    Trigger,
 };
 use botmesh_testing::{FaultyCoordinator, FaultyStore, TestProvider};
 use tokio::time::Instant;
@@ -457,7 +458,7 @@ pub(crate) async fn standing_by(r: &Replica) {
         .rec
         .events()
         .iter()
-        .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "standby"))
+        .any(|e| matches!(e, Event::Follower { reason, .. } if *reason == FollowReason::Standby))
     {
         assert!(Instant::now() < deadline, "never stood by");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -481,10 +482,9 @@ async fn a_standby_takes_over_an_exclusive_transport_when_the_leader_crashes(
     let refused = b.bot.send(&Outbound::text("c", "hi")).await.unwrap_err();
     assert_eq!(refused.as_contract().map(Error::kind), Some(ErrorKind::ProviderNotLeader));
     assert!(
-        b.rec
-            .events()
-            .iter()
-            .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "standby"))
+        b.rec.events().iter().any(
+            |e| matches!(e, Event::Follower { reason, .. } if *reason == FollowReason::Standby)
+        )
     );
 
     let t0 = Instant::now();
@@ -518,17 +518,14 @@ async fn a_leader_whose_transport_stays_down_steps_down_for_a_standby(backend: &
     a.provider.close();
     tokio::time::timeout(Duration::from_secs(10), b.bot.ready()).await.expect("b takes over");
     assert!(t0.elapsed() >= Duration::from_secs(2), "not before provider_down");
-    assert!(
-        a.rec
-            .events()
-            .iter()
-            .any(|e| matches!(e, Event::Follower { reason, .. } if reason == "provider-down"))
-    );
+    assert!(a.rec.events().iter().any(
+        |e| matches!(e, Event::Follower { reason, .. } if *reason == FollowReason::ProviderDown)
+    ));
     assert!(!a.bot.is_transport_running());
     // a campaigns again after its pause, finds b leading, and says it stands by.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(b.bot.is_transport_running() && !a.bot.is_transport_running());
-    let reasons: Vec<String> = a
+    let reasons: Vec<FollowReason> = a
         .rec
         .events()
         .into_iter()
@@ -537,7 +534,11 @@ async fn a_leader_whose_transport_stays_down_steps_down_for_a_standby(backend: &
             _ => None,
         })
         .collect();
-    assert_eq!(reasons, ["provider-down", "standby"], "a campaigned again after its pause");
+    assert_eq!(
+        reasons,
+        [FollowReason::ProviderDown, FollowReason::Standby],
+        "a campaigned again after its pause"
+    );
 }
 
 async fn a_leader_s_graceful_stop_hands_the_transport_to_a_standby_within_one_heartbeat(

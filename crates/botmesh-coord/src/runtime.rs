@@ -11,7 +11,7 @@ use botmesh_core::traits::{
     ChatKey, Coordinator, Error, Leadership, LeaseLostReason, ReleaseOptions, Ticket,
     TransportStatus, TurnGrant, async_trait,
 };
-use botmesh_core::{BotError, Event};
+use botmesh_core::{BotError, Event, FollowReason};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -88,7 +88,7 @@ impl State {
         }
         if let Some(lead) = lock(&self.leading).take() {
             self.emit(Event::LeaseLost { key: lead.name.clone(), reason });
-            self.emit(Event::Follower { name: lead.name, reason: "lost".to_owned() });
+            self.emit(Event::Follower { name: lead.name, reason: FollowReason::Lost });
             // Stopped now, not at the election loop's next pass: the lease may expire in the
             // backend within a third of it, and a standby start the transport then.
             let state = Arc::clone(self);
@@ -294,7 +294,7 @@ async fn election_loop(
                 if host.transport_status() == TransportStatus::Closed {
                     let since = *down_since.get_or_insert_with(Instant::now);
                     if since.elapsed() >= provider_down {
-                        step_down(&state, &host, &lead, "provider-down").await;
+                        step_down(&state, &host, &lead, FollowReason::ProviderDown).await;
                         down_since = None;
                         tokio::time::sleep(step_down_pause).await;
                         continue;
@@ -311,14 +311,16 @@ async fn election_loop(
                         key: lost.name.clone(),
                         reason: LeaseLostReason::Expired,
                     });
-                    state.emit(Event::Follower { name: name.clone(), reason: "lost".to_owned() });
+                    state.emit(Event::Follower { name: name.clone(), reason: FollowReason::Lost });
                     let _serial = state.transport.lock().await;
                     if let Err(e) = host.stop_transport().await {
                         tracing::warn!(target: "botmesh", error = %e, "stopping the transport failed");
                     }
                 } else if !announced_standby {
-                    state
-                        .emit(Event::Follower { name: name.clone(), reason: "standby".to_owned() });
+                    state.emit(Event::Follower {
+                        name: name.clone(),
+                        reason: FollowReason::Standby,
+                    });
                 }
                 announced_standby = true;
             }
@@ -328,14 +330,19 @@ async fn election_loop(
     }
 }
 
-async fn step_down(state: &Arc<State>, host: &Arc<dyn Host>, lead: &Leadership, reason: &str) {
+async fn step_down(
+    state: &Arc<State>,
+    host: &Arc<dyn Host>,
+    lead: &Leadership,
+    reason: FollowReason,
+) {
     lock(&state.leading).take();
     if let Err(e) = host.stop_transport().await {
         tracing::warn!(target: "botmesh", error = %e, "stopping the transport failed");
     }
     // Announced before the resignation lands, so whoever wins the lease next can
     // only do so after this replica has said it follows.
-    state.emit(Event::Follower { name: lead.name.clone(), reason: reason.to_owned() });
+    state.emit(Event::Follower { name: lead.name.clone(), reason });
     if let Err(e) = state.coordinator.resign(lead).await {
         tracing::warn!(target: "botmesh", error = %e, "resigning failed; retrying before campaigning again");
         *lock(&state.unresigned) = Some(lead.clone());
@@ -393,7 +400,7 @@ impl Coordination for Runtime {
         state.stepped_down.store(true, Ordering::SeqCst);
         let lead = lock(&state.leading).take();
         if let Some(lead) = lead {
-            state.emit(Event::Follower { name: lead.name.clone(), reason: "stopping".to_owned() });
+            state.emit(Event::Follower { name: lead.name.clone(), reason: FollowReason::Stopping });
             if let Err(e) = state.coordinator.resign(&lead).await {
                 tracing::warn!(target: "botmesh", error = %e, "resigning failed; the lease will expire");
             }
@@ -408,7 +415,7 @@ impl Coordination for Runtime {
         }
         let lead = lock(&state.leading).take();
         if let Some(lead) = lead {
-            state.emit(Event::Follower { name: lead.name.clone(), reason: "stopping".to_owned() });
+            state.emit(Event::Follower { name: lead.name.clone(), reason: FollowReason::Stopping });
             if let Err(e) = state.coordinator.resign(&lead).await {
                 tracing::warn!(target: "botmesh", error = %e, "resigning failed; the lease will expire");
             }

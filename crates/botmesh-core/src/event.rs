@@ -114,6 +114,39 @@ impl EndReason {
     }
 }
 
+/// Why a replica follows for a role ([`Event::Follower`]) instead of leading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FollowReason {
+    /// Another replica leads it; this one stands by and campaigns.
+    Standby,
+    /// This replica led it, but its transport stayed closed for `provider_down`: it stepped
+    /// down, pauses, and campaigns again.
+    ProviderDown,
+    /// This replica led it and lost the lease (it expired, or the replica stalled).
+    Lost,
+    /// This replica is stopping and gave it up.
+    Stopping,
+}
+
+impl FollowReason {
+    /// The reason as a short lowercase word.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Standby => "standby",
+            Self::ProviderDown => "provider-down",
+            Self::Lost => "lost",
+            Self::Stopping => "stopping",
+        }
+    }
+}
+
+impl std::fmt::Display for FollowReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A condition at start that weakens what the bot promises, announced as [`Event::Warning`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -227,8 +260,8 @@ pub enum Event {
     Follower {
         /// The role.
         name: String,
-        /// Why: `standby`, `provider-down`, `lost`, `stopping`.
-        reason: String,
+        /// Why.
+        reason: FollowReason,
     },
     /// This replica lost its hold on a chat or a lease.
     LeaseLost {
@@ -313,7 +346,7 @@ fn trace_event(event: &Event) {
         }
         Event::Leader { name, fence } => tracing::info!(target: "botmesh", name, fence, "leader"),
         Event::Follower { name, reason } => {
-            tracing::info!(target: "botmesh", name, reason, "follower");
+            tracing::info!(target: "botmesh", name, reason = reason.as_str(), "follower");
         }
         Event::LeaseLost { key, reason } => {
             tracing::warn!(target: "botmesh", key, reason = reason.as_str(), "lease lost");

@@ -74,7 +74,7 @@ pub use builder::BotBuilder;
 pub use conv::ConvCtx;
 pub use ctx::Ctx;
 pub use error::{BotError, ConfigError, Result};
-pub use event::{EndReason, Event, HandoverOutcome, Warning};
+pub use event::{EndReason, Event, FollowReason, HandoverOutcome, Warning};
 pub use flow::{Ask, Conversation, Flow, Step};
 pub use handover::{
     Durability, Fallback, FallbackFn, FallbackReason, FlowHandover, Handover, HandoverInfo,
