@@ -49,7 +49,7 @@ async fn measure(store: &dyn Store) -> Res<(Vec<f64>, Vec<f64>)> {
     }
     let mut inbox = Vec::with_capacity(ROUNDS);
     for i in 0..ROUNDS {
-        let record = InboxRecord::pending(format!("{key}:{i}"), &key, "{}", "bench");
+        let record = InboxRecord::pending(format!("{key}:{i}"), key.as_str(), "{}", "bench");
         let started = Instant::now();
         store.inbox_append(&record, Duration::from_secs(60)).await?;
         inbox.push(started.elapsed().as_secs_f64() * 1e6);

@@ -40,7 +40,7 @@ fn lease_lost_events(r: &Replica, key: &str) -> usize {
     r.rec
         .events()
         .iter()
-        .filter(|e| matches!(e, Event::LeaseLost { key: k, .. } if k == key))
+        .filter(|e| matches!(e, Event::LeaseLost { key: k, .. } if k.as_str() == key))
         .count()
 }
 

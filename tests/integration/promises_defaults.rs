@@ -320,7 +320,7 @@ async fn an_answer_just_over_16_kib_is_not_embedded_and_its_step_asks_again(
 
 /// Takes and releases a turn on `key`; returns the previous holder the grant named.
 async fn serve(coordinator: &MemoryCoordinator, key: &str) -> Option<String> {
-    let ticket = coordinator.take_ticket(key).await.unwrap();
+    let ticket = coordinator.take_ticket(&key.into()).await.unwrap();
     let grant = ticket.grant.unwrap();
     coordinator.release_turn(&grant).await.unwrap();
     grant.previous_holder

@@ -302,7 +302,7 @@ async fn tls_with_rustls_carries_the_store_and_the_coordinator() {
     assert_eq!(store.get_user_data("u").await.unwrap().as_deref(), Some(r#"{"tls":true}"#));
     let coordinator = RedisCoordinator::connect(options).await.unwrap();
     botmesh_core::Coordinator::heartbeat(&coordinator, LEASE).await.unwrap();
-    let ticket = botmesh_core::Coordinator::take_ticket(&coordinator, "c").await.unwrap();
+    let ticket = botmesh_core::Coordinator::take_ticket(&coordinator, &"c".into()).await.unwrap();
     assert!(ticket.grant.is_some(), "an uncontended ticket comes with its turn over TLS too");
     // Without the private CA the certificate is refused: verification is on.
     let untrusted = RedisStore::new(&url, "tls").await;

@@ -193,7 +193,7 @@ async fn a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_procee
         .rec
         .events()
         .into_iter()
-        .filter(|e| matches!(e, Event::LeaseLost { key, .. } if key == "c"))
+        .filter(|e| matches!(e, Event::LeaseLost { key, .. } if key.as_str() == "c"))
         .collect();
     assert!(
         matches!(lost.as_slice(), [Event::LeaseLost { reason: LeaseLostReason::Stalled, .. }]),

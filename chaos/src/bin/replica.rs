@@ -30,9 +30,9 @@ use botmesh_chaos::record::{
 };
 use botmesh_coord::{CoordinationConfig, ProviderSession};
 use botmesh_core::traits::{
-    CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Coordinator, FencedLock,
-    InboxAppend, InboxRecord, Leadership, LeaseGrant, ReleaseOptions, StoreCapabilities, Ticket,
-    TurnGrant,
+    CasOutcome, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite, Coordinator,
+    FencedLock, InboxAppend, InboxRecord, Leadership, LeaseGrant, ReleaseOptions,
+    StoreCapabilities, Ticket, TurnGrant,
 };
 use botmesh_core::{
     Bot, BotError, Capabilities, ConvCtx, Ctx, Durability, Error, Event, Flow, Inbound,
@@ -302,7 +302,8 @@ struct Granted {
 
 impl Granted {
     fn granted(&self, grant: &TurnGrant) {
-        if let Some(chat) = grant.key.strip_prefix('c').and_then(|c| c.parse::<u32>().ok()) {
+        if let Some(chat) = grant.key.as_str().strip_prefix('c').and_then(|c| c.parse::<u32>().ok())
+        {
             self.history.write(&Record::Grant {
                 chat,
                 replica: self.replica.clone(),
@@ -314,7 +315,8 @@ impl Granted {
     }
 
     fn released(&self, grant: &TurnGrant, options: &ReleaseOptions) {
-        if let Some(chat) = grant.key.strip_prefix('c').and_then(|c| c.parse::<u32>().ok()) {
+        if let Some(chat) = grant.key.as_str().strip_prefix('c').and_then(|c| c.parse::<u32>().ok())
+        {
             self.history.write(&Record::Released {
                 chat,
                 replica: self.replica.clone(),
@@ -338,7 +340,7 @@ impl Coordinator for Granted {
     fn lease(&self) -> Duration {
         self.inner.lease()
     }
-    async fn take_ticket(&self, key: &str) -> botmesh_core::traits::Result<Ticket> {
+    async fn take_ticket(&self, key: &ChatKey) -> botmesh_core::traits::Result<Ticket> {
         let ticket = self.inner.take_ticket(key).await?;
         if let Some(grant) = &ticket.grant {
             self.granted(grant);
@@ -347,7 +349,7 @@ impl Coordinator for Granted {
     }
     async fn take_tickets(
         &self,
-        key: &str,
+        key: &ChatKey,
         count: usize,
     ) -> botmesh_core::traits::Result<Vec<Ticket>> {
         let tickets = self.inner.take_tickets(key, count).await?;
@@ -411,9 +413,10 @@ impl Log {
     /// Writes down what the bot reported about a chat, when it is worth reading afterwards.
     fn note(&self, event: &Event) {
         let key = match event {
-            Event::Replayed { key, .. } | Event::Duplicate { key, .. } => Some(key.to_string()),
+            Event::Replayed { key, .. }
+            | Event::Duplicate { key, .. }
+            | Event::LeaseLost { key, .. } => Some(key.to_string()),
             Event::SendSkipped { chat, .. } => Some(chat.to_string()),
-            Event::LeaseLost { key, .. } => Some(key.clone()),
             Event::Error { key, .. } => key.as_ref().map(ToString::to_string),
             _ => return,
         };

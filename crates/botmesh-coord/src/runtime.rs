@@ -84,10 +84,9 @@ impl State {
             })
             .collect();
         for key in newly_lost {
-            self.emit(Event::LeaseLost { key: key.to_string(), reason });
+            self.emit(Event::LeaseLost { key, reason });
         }
         if let Some(lead) = lock(&self.leading).take() {
-            self.emit(Event::LeaseLost { key: lead.name.clone(), reason });
             self.emit(Event::Follower { name: lead.name, reason: FollowReason::Lost });
             // Stopped now, not at the election loop's next pass: the lease may expire in the
             // backend within a third of it, and a standby start the transport then.
@@ -306,11 +305,7 @@ async fn election_loop(
             Ok(Some(_)) => {}
             Ok(None) => {
                 let lost = lock(&state.leading).take();
-                if let Some(lost) = lost {
-                    state.emit(Event::LeaseLost {
-                        key: lost.name.clone(),
-                        reason: LeaseLostReason::Expired,
-                    });
+                if lost.is_some() {
                     state.emit(Event::Follower { name: name.clone(), reason: FollowReason::Lost });
                     let _serial = state.transport.lock().await;
                     if let Err(e) = host.stop_transport().await {
@@ -438,7 +433,7 @@ impl Coordination for Runtime {
     /// again until the turn wait runs out, as the messages would have waited for their turn.
     async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>, Error> {
         let coordinator = &self.state.coordinator;
-        retry::within(self.turn_wait, || coordinator.take_tickets(key.as_str(), count)).await
+        retry::within(self.turn_wait, || coordinator.take_tickets(key, count)).await
     }
 
     async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error> {

@@ -263,10 +263,11 @@ pub enum Event {
         /// Why.
         reason: FollowReason,
     },
-    /// This replica lost its hold on a chat or a lease.
+    /// This replica lost its hold on a chat. (A leadership it loses is told by
+    /// [`Event::Follower`] with [`FollowReason::Lost`].)
     LeaseLost {
-        /// The chat key or lease name.
-        key: String,
+        /// The chat key.
+        key: ChatKey,
         /// Why.
         reason: LeaseLostReason,
     },
@@ -349,7 +350,7 @@ fn trace_event(event: &Event) {
             tracing::info!(target: "botmesh", name, reason = reason.as_str(), "follower");
         }
         Event::LeaseLost { key, reason } => {
-            tracing::warn!(target: "botmesh", key, reason = reason.as_str(), "lease lost");
+            tracing::warn!(target: "botmesh", key = %key, reason = reason.as_str(), "lease lost");
         }
         Event::Handover { key, name, outcome } => {
             let reason = outcome.reason().map(FallbackReason::as_str);

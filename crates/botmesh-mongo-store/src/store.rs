@@ -258,7 +258,7 @@ impl MongoStore {
         };
         doc! {
             "_id": &record.id,
-            "key": &record.key,
+            "key": record.key.as_str(),
             "payload": &record.payload,
             "owner": &record.owner,
             "state": if acked { "acked" } else { "pending" },

@@ -328,7 +328,7 @@ impl Store for RedisStore {
                 .key(pending)
                 .key(seq)
                 .arg(&record.id)
-                .arg(&record.key)
+                .arg(record.key.as_str())
                 .arg(&record.payload)
                 .arg(&record.owner)
                 .arg(state)

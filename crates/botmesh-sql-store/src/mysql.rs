@@ -513,7 +513,7 @@ impl Store for MySqlStore {
              VALUES (?, ?, ?, ?, ?, ?, IF(?, {NOW} + ?, NULL))"
         )))
         .bind(&record.id)
-        .bind(&record.key)
+        .bind(record.key.as_str())
         .bind(&record.payload)
         .bind(&record.owner)
         .bind(if acked { "acked" } else { "pending" })

@@ -450,7 +450,7 @@ impl Store for PostgresStore {
         );
         let inserted: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql))
             .bind(&record.id)
-            .bind(&record.key)
+            .bind(record.key.as_str())
             .bind(&record.payload)
             .bind(&record.owner)
             .bind(if acked { "acked" } else { "pending" })

@@ -461,7 +461,7 @@ impl Store for SqliteStore {
         );
         let inserted: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql))
             .bind(&record.id)
-            .bind(&record.key)
+            .bind(record.key.as_str())
             .bind(&record.payload)
             .bind(&record.owner)
             .bind(if acked { "acked" } else { "pending" })

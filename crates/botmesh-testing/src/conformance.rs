@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_traits::{
-    CasOutcome, ChatId, ChatRecord, CheckpointWrite, ErrorKind, InboxAppend, InboxRecord,
+    CasOutcome, ChatId, ChatKey, ChatRecord, CheckpointWrite, ErrorKind, InboxAppend, InboxRecord,
     InboxState, Store,
 };
 
@@ -283,16 +283,16 @@ async fn leases(store: &dyn Store, p: &str) {
 async fn inbox(store: &dyn Store, p: &str) {
     let id = format!("{p}:in1");
     let id2 = format!("{p}:in2");
-    let key = format!("{p}:chat");
+    let key = ChatKey::from(format!("{p}:chat"));
     let retain = Duration::from_secs(60);
-    let rec = InboxRecord::pending(&id, &key, r#"{"body":"hi"}"#, "replica-a");
+    let rec = InboxRecord::pending(&id, key.clone(), r#"{"body":"hi"}"#, "replica-a");
     assert_eq!(store.inbox_append(&rec, retain).await.unwrap(), InboxAppend::Appended);
     assert_eq!(
         store.inbox_append(&rec, retain).await.unwrap(),
         InboxAppend::Duplicate { state: InboxState::Pending },
         "a journaled id is not appended twice"
     );
-    let rec2 = InboxRecord::pending(&id2, &key, "{}", "replica-a");
+    let rec2 = InboxRecord::pending(&id2, key.clone(), "{}", "replica-a");
     assert_eq!(store.inbox_append(&rec2, retain).await.unwrap(), InboxAppend::Appended);
     let pending: Vec<_> = store
         .inbox_pending(10_000)
@@ -339,7 +339,7 @@ async fn inbox(store: &dyn Store, p: &str) {
     assert_eq!(pending[0].owner, "replica-a");
 
     let short = format!("{p}:in3");
-    let rec3 = InboxRecord::pending(&short, &key, "{}", "replica-a");
+    let rec3 = InboxRecord::pending(&short, key.clone(), "{}", "replica-a");
     store.inbox_append(&rec3, TTL).await.unwrap();
     store.inbox_ack(&short).await.unwrap();
     tokio::time::sleep(PAST_TTL).await;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_traits::{Coordinator, ErrorKind, ReleaseOptions, Result, Ticket, TurnGrant};
+use botmesh_traits::{ChatKey, Coordinator, ErrorKind, ReleaseOptions, Result, Ticket, TurnGrant};
 use tokio::task::JoinHandle;
 
 /// A coordination backend under test, as [`coordinator_conformance`] drives it.
@@ -76,7 +76,11 @@ struct Suite<'h, H> {
 }
 
 impl<H: CoordinatorHarness> Suite<'_, H> {
-    fn key(&self, name: &str) -> String {
+    fn key(&self, name: &str) -> ChatKey {
+        ChatKey::from(format!("{}:{name}", self.p))
+    }
+
+    fn lead(&self, name: &str) -> String {
         format!("{}:{name}", self.p)
     }
 
@@ -326,7 +330,7 @@ async fn heartbeat_renews<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     d.heartbeat(RENEWED).await.unwrap();
     let a = s.live("a").await;
     let key = s.key("renew");
-    let name = s.key("renew-lead");
+    let name = s.lead("renew-lead");
     let gd = d.take_ticket(&key).await.unwrap().grant.unwrap();
     let ld = d.try_lead(&name, RENEWED).await.unwrap().unwrap();
     // Renew every third of the lease, as the runtime does, for longer than one lease.
@@ -383,7 +387,7 @@ async fn fences<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     let b = s.live("b").await;
     let key = s.key("fences");
     let other = s.key("fences-other");
-    let name = s.key("fences-lead");
+    let name = s.lead("fences-lead");
     let mut last = 0;
     for (i, c) in [&a, &b, &b, &a, &b, &a].into_iter().enumerate() {
         let g = c.take_ticket(&key).await.unwrap().grant.unwrap();
@@ -403,7 +407,7 @@ async fn fences<H: CoordinatorHarness>(s: &Suite<'_, H>) {
 async fn leadership<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     let a = s.live("a").await;
     let b = s.live("b").await;
-    let name = s.key("lead");
+    let name = s.lead("lead");
     let la = a.try_lead(&name, LONG).await.unwrap().expect("a free leadership is granted");
     assert_eq!(la.name, name);
     assert_eq!(b.try_lead(&name, LONG).await.unwrap(), None, "there is one leader");
@@ -423,7 +427,7 @@ async fn leadership<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     assert!(b.resign(&lb).await.unwrap());
 
     let d = s.mortal("dying-leader").await;
-    let name = s.key("lead-dead");
+    let name = s.lead("lead-dead");
     let ld = d.try_lead(&name, LEASE).await.unwrap().expect("a free leadership is granted");
     assert_eq!(a.try_lead(&name, LONG).await.unwrap(), None);
     last_heartbeat(&d).await;
@@ -449,7 +453,7 @@ async fn incarnations<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     assert_eq!(t2.grant, None, "another incarnation of the same replica does not share a turn");
     assert!(!a2.release_turn(&g1).await.unwrap(), "nor can it release the turn");
     a2.cancel_ticket(&t1).await.unwrap();
-    let name = s.key("incarnation-lead");
+    let name = s.lead("incarnation-lead");
     let l1 = a1.try_lead(&name, LEASE).await.unwrap().unwrap();
     assert_eq!(a2.try_lead(&name, LONG).await.unwrap(), None, "nor a leadership");
     assert!(!a2.resign(&l1).await.unwrap());

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use botmesh_traits::{
-    Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant, async_trait,
+    ChatKey, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant, async_trait,
 };
 
 /// Wraps any [`Coordinator`] so a test can make its replica crash or stall, on any backend.
@@ -128,7 +128,7 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
         self.inner.lease()
     }
 
-    async fn take_ticket(&self, key: &str) -> Result<Ticket> {
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
         self.alive()?;
         let ticket = self.inner.take_ticket(key).await?;
         let delay = *self.ticket_delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

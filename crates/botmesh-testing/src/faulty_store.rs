@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use botmesh_traits::{
-    CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
+    CasOutcome, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
     InboxAppend, InboxRecord, LeaseGrant, Result, Store, StoreCapabilities, async_trait,
 };
 use tokio::sync::oneshot;
@@ -233,7 +233,7 @@ impl Store for FaultyStore {
         self.inner.inbox_pending(limit).await
     }
 
-    async fn inbox_pending_for(&self, key: &str, limit: usize) -> Result<Vec<InboxRecord>> {
+    async fn inbox_pending_for(&self, key: &ChatKey, limit: usize) -> Result<Vec<InboxRecord>> {
         self.inner.inbox_pending_for(key, limit).await
     }
 

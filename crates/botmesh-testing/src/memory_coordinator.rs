@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use botmesh_traits::{
-    Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant, async_trait,
+    ChatKey, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant, async_trait,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -602,8 +602,8 @@ impl Coordinator for MemoryCoordinator {
         self.me.lease
     }
 
-    async fn take_ticket(&self, key: &str) -> Result<Ticket> {
-        self.hub.lock().take_ticket(&self.me, key, Instant::now())
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
+        self.hub.lock().take_ticket(&self.me, key.as_str(), Instant::now())
     }
 
     /// Returns at once with `ticket.grant` when the ticket came with its turn. Otherwise waits,
@@ -617,7 +617,7 @@ impl Coordinator for MemoryCoordinator {
             return Ok(grant.clone());
         }
         let deadline = start.checked_add(timeout);
-        let changed = self.hub.notifier(&ticket.key);
+        let changed = self.hub.notifier(ticket.key.as_str());
         let mut pause = MIN_POLL;
         loop {
             // Listen before looking, so a change between the look and the sleep still wakes us.

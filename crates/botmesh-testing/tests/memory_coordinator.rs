@@ -42,11 +42,11 @@ async fn a_crashed_replica_does_nothing_and_loses_everything_at_its_lease() {
     let b = live(&hub, "b").await;
     a.heartbeat(Duration::from_secs(1)).await.unwrap();
 
-    let ga = a.take_ticket("held").await.unwrap().grant.unwrap();
+    let ga = a.take_ticket(&"held".into()).await.unwrap().grant.unwrap();
     let la = a.try_lead("provider:x", Duration::from_secs(1)).await.unwrap().unwrap();
-    let gb = b.take_ticket("queued").await.unwrap().grant.unwrap();
-    let ta = a.take_ticket("queued").await.unwrap();
-    let tb = b.take_ticket("queued").await.unwrap();
+    let gb = b.take_ticket(&"queued".into()).await.unwrap().grant.unwrap();
+    let ta = a.take_ticket(&"queued".into()).await.unwrap();
+    let tb = b.take_ticket(&"queued".into()).await.unwrap();
     let waiting = {
         let (a, ta) = (Arc::clone(&a), ta.clone());
         tokio::spawn(async move { a.wait_turn(&ta, LONG).await })
@@ -56,7 +56,7 @@ async fn a_crashed_replica_does_nothing_and_loses_everything_at_its_lease() {
     a.crash();
     unavailable(waiting.await.unwrap());
     unavailable(a.heartbeat(LONG).await);
-    unavailable(a.take_ticket("other").await);
+    unavailable(a.take_ticket(&"other".into()).await);
     unavailable(a.wait_turn(&ta, LONG).await);
     unavailable(a.release_turn(&ga).await);
     unavailable(a.cancel_ticket(&ta).await);
@@ -66,7 +66,7 @@ async fn a_crashed_replica_does_nothing_and_loses_everything_at_its_lease() {
     unavailable(a.heartbeat(LONG).await);
     assert_eq!(hub.key_count(), 2, "nothing it tried after crashing was recorded");
 
-    let tb_held = b.take_ticket("held").await.unwrap();
+    let tb_held = b.take_ticket(&"held".into()).await.unwrap();
     assert_eq!(tb_held.grant, None, "a crash releases nothing");
     assert_eq!(b.try_lead("provider:x", LONG).await.unwrap(), None);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -96,14 +96,15 @@ async fn a_stalled_replica_cannot_renew_but_still_acts() {
     let a = MemoryCoordinator::new(hub.clone(), "a");
     let b = live(&hub, "b").await;
     a.heartbeat(Duration::from_secs(1)).await.unwrap();
-    let ga = a.take_ticket("chat").await.unwrap().grant.unwrap();
+    let ga = a.take_ticket(&"chat".into()).await.unwrap().grant.unwrap();
 
     a.set_stalled(true);
     unavailable(a.heartbeat(Duration::from_secs(1)).await);
-    let other = a.take_ticket("other").await.unwrap().grant.expect("other calls still work");
+    let other =
+        a.take_ticket(&"other".into()).await.unwrap().grant.expect("other calls still work");
     assert!(a.release_turn(&other).await.unwrap());
 
-    let tb = b.take_ticket("chat").await.unwrap();
+    let tb = b.take_ticket(&"chat".into()).await.unwrap();
     assert_eq!(tb.grant, None);
     let gb = b.wait_turn(&tb, LONG).await.unwrap();
     assert_eq!(gb.previous_holder.as_deref(), Some("a"));
@@ -116,7 +117,7 @@ async fn a_stalled_replica_cannot_renew_but_still_acts() {
 
     a.set_stalled(false);
     a.heartbeat(LONG).await.unwrap();
-    assert_eq!(a.take_ticket("chat").await.unwrap().grant, None, "b holds the chat now");
+    assert_eq!(a.take_ticket(&"chat".into()).await.unwrap().grant, None, "b holds the chat now");
     assert!(a.try_lead("job", LONG).await.unwrap().is_some(), "a renewed replica leads again");
     assert!(b.release_turn(&gb).await.unwrap());
 }
@@ -127,10 +128,10 @@ async fn a_replica_first_seen_without_a_lease_gets_the_default() {
     let a = MemoryCoordinator::new(hub.clone(), "a");
     let b = live(&hub, "b").await;
     let start = Instant::now();
-    let ga = a.take_ticket("chat").await.unwrap().grant.unwrap();
-    let tb = b.take_ticket("chat").await.unwrap();
+    let ga = a.take_ticket(&"chat".into()).await.unwrap().grant.unwrap();
+    let tb = b.take_ticket(&"chat".into()).await.unwrap();
     unavailable(b.wait_turn(&tb, Duration::from_secs(14)).await);
-    let tb = b.take_ticket("chat").await.unwrap();
+    let tb = b.take_ticket(&"chat".into()).await.unwrap();
     let gb = b.wait_turn(&tb, Duration::from_secs(10)).await.unwrap();
     assert!(start.elapsed() >= botmesh_traits::DEFAULT_LEASE);
     assert!(start.elapsed() < botmesh_traits::DEFAULT_LEASE + Duration::from_millis(200));
@@ -143,8 +144,8 @@ async fn a_skipped_ticket_fails_its_wait_at_once() {
     let a = live(&hub, "a").await;
     let b = MemoryCoordinator::new(hub.clone(), "b");
     b.heartbeat(Duration::from_secs(1)).await.unwrap();
-    let ga = a.take_ticket("chat").await.unwrap().grant.unwrap();
-    let tb = b.take_ticket("chat").await.unwrap();
+    let ga = a.take_ticket(&"chat".into()).await.unwrap().grant.unwrap();
+    let tb = b.take_ticket(&"chat".into()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(a.release_turn(&ga).await.unwrap());
     b.heartbeat(LONG).await.unwrap();
@@ -154,7 +155,7 @@ async fn a_skipped_ticket_fails_its_wait_at_once() {
     // A ticket taken by a replica whose lease has run out is skipped at once too.
     b.set_stalled(true);
     tokio::time::sleep(Duration::from_secs(61)).await;
-    let tb = b.take_ticket("chat").await.unwrap();
+    let tb = b.take_ticket(&"chat".into()).await.unwrap();
     assert_eq!(tb.grant, None);
     unavailable(b.wait_turn(&tb, LONG).await);
     assert_eq!(hub.idle_key_count(), 1);
@@ -167,8 +168,8 @@ async fn durations_too_large_for_the_clock_mean_forever() {
     let b = Arc::new(MemoryCoordinator::new(hub.clone(), "b"));
     b.heartbeat(Duration::MAX).await.unwrap();
     assert!(b.try_lead("job", Duration::MAX).await.unwrap().is_some());
-    let ga = a.take_ticket("chat").await.unwrap().grant.unwrap();
-    let tb = b.take_ticket("chat").await.unwrap();
+    let ga = a.take_ticket(&"chat".into()).await.unwrap().grant.unwrap();
+    let tb = b.take_ticket(&"chat".into()).await.unwrap();
     let waiting = {
         let (b, tb) = (Arc::clone(&b), tb.clone());
         tokio::spawn(async move { b.wait_turn(&tb, Duration::MAX).await })
@@ -189,7 +190,7 @@ async fn idle_chats_are_evicted_and_fences_stay_monotonic() {
     let max = MemoryCoordinationHub::DEFAULT_MAX_IDLE_KEYS;
     let mut fences = Vec::with_capacity(CHATS);
     for i in 0..CHATS {
-        let g = a.take_ticket(&format!("chat:{i}")).await.unwrap().grant.unwrap();
+        let g = a.take_ticket(&format!("chat:{i}").into()).await.unwrap().grant.unwrap();
         assert_eq!(g.previous_holder, None);
         fences.push(g.fence);
         assert!(a.release_turn(&g).await.unwrap());
@@ -199,7 +200,7 @@ async fn idle_chats_are_evicted_and_fences_stay_monotonic() {
     assert_eq!(hub.idle_key_count(), max);
 
     let last = CHATS - 1;
-    let g = a.take_ticket(&format!("chat:{last}")).await.unwrap().grant.unwrap();
+    let g = a.take_ticket(&format!("chat:{last}").into()).await.unwrap().grant.unwrap();
     assert_eq!(g.previous_holder.as_deref(), Some("a"), "a recent idle chat is kept");
     assert!(g.fence > fences[last]);
     fences[last] = g.fence;
@@ -207,7 +208,7 @@ async fn idle_chats_are_evicted_and_fences_stay_monotonic() {
 
     // Every chat of the first pass has been evicted by the time this pass reaches it.
     for (i, old) in fences.iter().enumerate() {
-        let g = a.take_ticket(&format!("chat:{i}")).await.unwrap().grant.unwrap();
+        let g = a.take_ticket(&format!("chat:{i}").into()).await.unwrap().grant.unwrap();
         assert!(g.fence > *old, "chat:{i}: fence {} after {old}", g.fence);
         assert_eq!(g.previous_holder, None, "chat:{i} was evicted and re-created");
         assert!(a.release_turn(&g).await.unwrap());
@@ -221,14 +222,14 @@ async fn eviction_takes_the_least_recently_used_idle_chat() {
     let a = live(&hub, "a").await;
     let b = live(&hub, "b").await;
     let cycle = |c: Arc<MemoryCoordinator>, key: &'static str| async move {
-        let g = c.take_ticket(key).await.unwrap().grant.unwrap();
+        let g = c.take_ticket(&key.into()).await.unwrap().grant.unwrap();
         assert!(c.release_turn(&g).await.unwrap());
         g
     };
     cycle(Arc::clone(&a), "k1").await;
     cycle(Arc::clone(&a), "k2").await;
     cycle(Arc::clone(&a), "k3").await;
-    let held = b.take_ticket("busy").await.unwrap().grant.unwrap();
+    let held = b.take_ticket(&"busy".into()).await.unwrap().grant.unwrap();
     assert_eq!((hub.key_count(), hub.idle_key_count()), (4, 3), "a held chat is not idle");
     cycle(Arc::clone(&b), "k1").await; // k1 is now the most recently used
     cycle(Arc::clone(&a), "k4").await; // evicts k2
@@ -240,7 +241,7 @@ async fn eviction_takes_the_least_recently_used_idle_chat() {
     assert_eq!(cycle(Arc::clone(&b), "k3").await.previous_holder, None, "k3 was evicted");
 
     // A chat with a queued ticket is not idle either.
-    let queued = a.take_ticket("busy").await.unwrap();
+    let queued = a.take_ticket(&"busy".into()).await.unwrap();
     assert!(b.release_turn(&held).await.unwrap());
     assert_eq!(hub.key_count(), 4);
     let g = a.wait_turn(&queued, Duration::ZERO).await.unwrap();
@@ -253,11 +254,11 @@ async fn eviction_takes_the_least_recently_used_idle_chat() {
 async fn a_hub_evicting_everything_keeps_no_idle_chat() {
     let hub = MemoryCoordinationHub::with_max_idle_keys(0);
     let a = live(&hub, "a").await;
-    let g1 = a.take_ticket("chat").await.unwrap().grant.unwrap();
+    let g1 = a.take_ticket(&"chat".into()).await.unwrap().grant.unwrap();
     assert_eq!(hub.key_count(), 1);
     assert!(a.release_turn(&g1).await.unwrap());
     assert_eq!(hub.key_count(), 0);
-    let g2 = a.take_ticket("chat").await.unwrap().grant.unwrap();
+    let g2 = a.take_ticket(&"chat".into()).await.unwrap().grant.unwrap();
     assert_eq!(g2.previous_holder, None);
     assert!(g2.fence > g1.fence);
     assert!(g2.seq > g1.seq, "ticket numbers are not reused after an eviction");
@@ -269,12 +270,12 @@ async fn a_hub_evicting_everything_keeps_no_idle_chat() {
 async fn clones_of_a_hub_share_one_state() {
     let hub = MemoryCoordinationHub::new();
     let a = MemoryCoordinator::new(hub.clone(), "a");
-    let t = a.take_ticket("chat").await.unwrap();
+    let t = a.take_ticket(&"chat".into()).await.unwrap();
     assert!(t.grant.is_some());
     let copy = hub.clone();
     assert_eq!(copy.key_count(), 1);
     let b = MemoryCoordinator::new(copy, "b");
-    assert_eq!(b.take_ticket("chat").await.unwrap().grant, None);
+    assert_eq!(b.take_ticket(&"chat".into()).await.unwrap().grant, None);
     assert_eq!(b.replica_id(), "b");
     assert!(format!("{hub:?}").contains("keys: 1"));
 }

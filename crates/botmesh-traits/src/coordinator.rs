@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::Result;
+use crate::{ChatKey, Result};
 
 /// A place in a chat's queue, taken when a message is persisted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Ticket {
     /// The chat key.
-    pub key: String,
+    pub key: ChatKey,
     /// The ticket's number; turns go to tickets in increasing order.
     pub seq: u64,
     /// The turn, when it was free and granted with the ticket in the same round trip.
@@ -21,7 +21,7 @@ pub struct Ticket {
 
 impl Ticket {
     /// A ticket, with the turn if it came with it.
-    pub fn new(key: impl Into<String>, seq: u64, grant: Option<TurnGrant>) -> Self {
+    pub fn new(key: impl Into<ChatKey>, seq: u64, grant: Option<TurnGrant>) -> Self {
         Self { key: key.into(), seq, grant }
     }
 }
@@ -31,7 +31,7 @@ impl Ticket {
 #[non_exhaustive]
 pub struct TurnGrant {
     /// The chat key.
-    pub key: String,
+    pub key: ChatKey,
     /// The ticket this turn belongs to.
     pub seq: u64,
     /// Grows with every grant on the key, also across an eviction of idle state.
@@ -49,7 +49,7 @@ pub struct TurnGrant {
 impl TurnGrant {
     /// A grant.
     pub fn new(
-        key: impl Into<String>,
+        key: impl Into<ChatKey>,
         seq: u64,
         fence: u64,
         previous_holder: Option<String>,
@@ -154,11 +154,11 @@ pub trait Coordinator: Send + Sync + 'static {
     }
 
     /// Takes a ticket in `key`'s queue, with the turn when it is free.
-    async fn take_ticket(&self, key: &str) -> Result<Ticket>;
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket>;
 
     /// Takes `count` tickets in `key`'s queue at once, in order, as a replica does for the
     /// messages of a chat that arrived together. The default takes them one by one.
-    async fn take_tickets(&self, key: &str, count: usize) -> Result<Vec<Ticket>> {
+    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
         let mut tickets = Vec::with_capacity(count);
         for _ in 0..count {
             tickets.push(self.take_ticket(key).await?);

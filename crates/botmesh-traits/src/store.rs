@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{ChatId, Error, Result};
+use crate::{ChatId, ChatKey, Error, Result};
 
 /// What a store can do beyond the required methods.
 ///
@@ -242,7 +242,7 @@ pub struct InboxRecord {
     /// The dedupe id: the provider and its message id.
     pub id: String,
     /// The chat key the message belongs to.
-    pub key: String,
+    pub key: ChatKey,
     /// The message, as JSON text.
     pub payload: String,
     /// The replica incarnation that owns it while pending.
@@ -255,7 +255,7 @@ impl InboxRecord {
     /// A pending record owned by `owner`.
     pub fn pending(
         id: impl Into<String>,
-        key: impl Into<String>,
+        key: impl Into<ChatKey>,
         payload: impl Into<String>,
         owner: impl Into<String>,
     ) -> Self {
@@ -420,10 +420,10 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// The default reads [`inbox_pending`](Store::inbox_pending) (at most 1,000 records) and
     /// keeps the chat's; a store with a per-chat index answers it directly.
-    async fn inbox_pending_for(&self, key: &str, limit: usize) -> Result<Vec<InboxRecord>> {
+    async fn inbox_pending_for(&self, key: &ChatKey, limit: usize) -> Result<Vec<InboxRecord>> {
         const SCAN: usize = 1000;
         let mut records = self.inbox_pending(SCAN.max(limit)).await?;
-        records.retain(|r| r.key == key);
+        records.retain(|r| r.key == *key);
         records.truncate(limit);
         Ok(records)
     }

@@ -158,10 +158,11 @@ impl Worker {
                     }
                 }
                 Ok(Err(BotError::Idle { .. })) => self.end(active, EndReason::Idle).await,
-                Ok(Err(BotError::Contract(Error::LeaseLost { key, reason }))) => {
+                Ok(Err(BotError::Contract(Error::LeaseLost { reason, .. }))) => {
                     // A refused compare-and-set is news; a stalled turn the coordination runtime
                     // reported when it gave it up. One loss, one event.
                     if reason == LeaseLostReason::Superseded {
+                        let key = self.key.clone();
                         self.shared().events.emit(Event::LeaseLost { key, reason });
                     }
                     self.end(active, EndReason::LeaseLost).await;

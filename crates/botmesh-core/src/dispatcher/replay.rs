@@ -33,7 +33,7 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
         let mut alive: HashMap<String, bool> = HashMap::new();
         let mut dead_now: HashSet<String> = HashSet::new();
         // Under coordination, chats to take over under their turn, with the dead owners.
-        let mut chats: HashMap<String, Vec<String>> = HashMap::new();
+        let mut chats: HashMap<ChatKey, Vec<String>> = HashMap::new();
         for record in pending.into_iter().filter(|r| r.owner != shared.owner) {
             let owner_alive = match (&coordination, alive.get(&record.owner)) {
                 (_, Some(known)) => *known,
@@ -68,7 +68,7 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
             }
         }
         for (key, owners) in chats {
-            dispatcher.take_over(&ChatKey::from(key), owners);
+            dispatcher.take_over(&key, owners);
         }
         if coordination.is_none() {
             return;

@@ -91,7 +91,7 @@ impl Worker {
         /// later holder).
         const LIMIT: usize = 100;
         let shared = Arc::clone(self.shared());
-        let records = match shared.store.inbox_pending_for(self.key.as_str(), LIMIT).await {
+        let records = match shared.store.inbox_pending_for(&self.key, LIMIT).await {
             Ok(records) => records,
             Err(e) => {
                 self.report(e.into());

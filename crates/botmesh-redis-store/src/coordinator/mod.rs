@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use botmesh_traits::{
-    BoxError, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant,
+    BoxError, ChatKey, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant,
     async_trait,
 };
 use futures_util::future::join_all;
@@ -210,31 +210,31 @@ impl RedisCoordinator {
         self.conn.clone()
     }
 
-    fn adopt(&self, key: &str, rest: &[String]) {
+    fn adopt(&self, key: &ChatKey, rest: &[String]) {
         self.withdrawals.adopt(key, rest);
     }
 
-    fn grant(key: &str, seq: &str, fence: &str, prev: &str, passed: &str) -> Result<TurnGrant> {
+    fn grant(key: &ChatKey, seq: &str, fence: &str, prev: &str, passed: &str) -> Result<TurnGrant> {
         let parse = |what: &str, s: &str| {
             s.parse::<u64>().map_err(|e| Error::corrupt(format!("{what} {s:?}"), e))
         };
         let previous = (!prev.is_empty()).then(|| prev.to_owned());
-        Ok(TurnGrant::new(key, parse("ticket", seq)?, parse("fence", fence)?, previous)
+        Ok(TurnGrant::new(key.clone(), parse("ticket", seq)?, parse("fence", fence)?, previous)
             .with_passed_over(passed_over(passed)))
     }
 
     async fn try_turn(&self, ticket: &Ticket) -> Result<Option<TurnGrant>> {
-        let (state, queue) = self.keys.turn(&ticket.key);
+        let (state, queue) = self.keys.turn(ticket.key.as_str());
         let reply: Vec<String> = self
             .scripts
             .try_turn
             .key(state)
             .key(queue)
             .arg(&self.incarnation)
-            .arg(Keys::alive_prefix(&self.keys.shard(&ticket.key)))
+            .arg(Keys::alive_prefix(&self.keys.shard(ticket.key.as_str())))
             .arg(ticket.seq)
             .arg(self.keys.wake_prefix())
-            .arg(&ticket.key)
+            .arg(ticket.key.as_str())
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| unavailable("waiting for a turn", e))?;
@@ -260,7 +260,7 @@ impl RedisCoordinator {
     async fn release(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
         // A hand-over message that arrived after the turn was found by polling is stale now.
         lock(&self.waiters.granted).remove(&(grant.key.clone(), grant.seq));
-        let (state, queue) = self.keys.turn(&grant.key);
+        let (state, queue) = self.keys.turn(grant.key.as_str());
         let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
         let reply: Vec<String> = self
             .scripts
@@ -272,8 +272,8 @@ impl RedisCoordinator {
             .arg(if options.used { "1" } else { "0" })
             .arg(ms(keep))
             .arg(self.keys.wake_prefix())
-            .arg(&grant.key)
-            .arg(Keys::alive_prefix(&self.keys.shard(&grant.key)))
+            .arg(grant.key.as_str())
+            .arg(Keys::alive_prefix(&self.keys.shard(grant.key.as_str())))
             .arg(if options.hand_back { "1" } else { "0" })
             .invoke_async(&mut self.conn())
             .await
@@ -297,18 +297,18 @@ impl Coordinator for RedisCoordinator {
         self.lease
     }
 
-    async fn take_ticket(&self, key: &str) -> Result<Ticket> {
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
         self.take_tickets(key, 1)
             .await?
             .pop()
             .ok_or_else(|| Error::corrupt("take_tickets reply", "no ticket"))
     }
 
-    async fn take_tickets(&self, key: &str, count: usize) -> Result<Vec<Ticket>> {
+    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
         if count == 0 {
             return Ok(Vec::new());
         }
-        let (state, queue) = self.keys.turn(key);
+        let (state, queue) = self.keys.turn(key.as_str());
         let tid = uuid::Uuid::new_v4().simple().to_string();
         let reply: Vec<String> = match self
             .scripts
@@ -317,11 +317,11 @@ impl Coordinator for RedisCoordinator {
             .key(queue)
             .arg(&self.incarnation)
             .arg(&self.replica_id)
-            .arg(Keys::alive_prefix(&self.keys.shard(key)))
+            .arg(Keys::alive_prefix(&self.keys.shard(key.as_str())))
             .arg(ms(self.lease))
             .arg(&tid)
             .arg(self.keys.wake_prefix())
-            .arg(key)
+            .arg(key.as_str())
             .arg(count)
             .invoke_async(&mut self.conn())
             .await
@@ -331,7 +331,7 @@ impl Coordinator for RedisCoordinator {
                 // The script may have run with its reply lost: withdraw whatever it queued.
                 let _ = self
                     .withdrawals
-                    .now_or_later(Withdraw::Orphans { key: key.to_owned(), tid })
+                    .now_or_later(Withdraw::Orphans { key: key.clone(), tid })
                     .await;
                 return Err(unavailable("taking a ticket", e));
             }
@@ -350,11 +350,11 @@ impl Coordinator for RedisCoordinator {
         for seq in seqs {
             let seq = seq.parse::<u64>().map_err(|e| Error::corrupt("ticket", e))?;
             let grant = granted.clone().filter(|g| g.seq == seq);
-            tickets.push(Ticket::new(key, seq, grant));
+            tickets.push(Ticket::new(key.clone(), seq, grant));
         }
         if let Some(grant) = granted.filter(|g| !tickets.iter().any(|t| t.seq == g.seq)) {
             // The turn went to an older ticket of ours, still waiting.
-            lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
+            lock(&self.waiters.granted).insert((key.clone(), grant.seq), grant);
             self.waiters.wake(key);
         }
         Ok(tickets)

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_traits::TurnGrant;
+use botmesh_traits::{ChatKey, TurnGrant};
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
@@ -15,22 +15,22 @@ use super::{backoff, lock};
 /// Local waiters, woken when a release hands a turn to one of this incarnation's tickets.
 #[derive(Default)]
 pub(super) struct Waiters {
-    pub(super) map: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+    pub(super) map: Mutex<HashMap<ChatKey, (Arc<Notify>, usize)>>,
     /// Turns handed over through the channel, by chat key and ticket, not yet picked up.
-    pub(super) granted: Mutex<HashMap<(String, u64), TurnGrant>>,
+    pub(super) granted: Mutex<HashMap<(ChatKey, u64), TurnGrant>>,
     /// Whether the wake channel is subscribed right now; waiters poll fast only when not.
     pub(super) subscribed: std::sync::atomic::AtomicBool,
 }
 
 impl Waiters {
-    pub(super) fn register(self: &Arc<Self>, key: &str) -> WaiterGuard {
+    pub(super) fn register(self: &Arc<Self>, key: &ChatKey) -> WaiterGuard {
         let mut map = lock(&self.map);
-        let entry = map.entry(key.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
+        let entry = map.entry(key.clone()).or_insert_with(|| (Arc::new(Notify::new()), 0));
         entry.1 += 1;
-        WaiterGuard { waiters: Arc::clone(self), key: key.to_owned(), notify: Arc::clone(&entry.0) }
+        WaiterGuard { waiters: Arc::clone(self), key: key.clone(), notify: Arc::clone(&entry.0) }
     }
 
-    pub(super) fn wake(&self, key: &str) {
+    pub(super) fn wake(&self, key: &ChatKey) {
         if let Some((notify, _)) = lock(&self.map).get(key) {
             notify.notify_waiters();
         }
@@ -46,7 +46,7 @@ impl Waiters {
 /// A waiter registered for a chat key, unregistered when dropped.
 pub(super) struct WaiterGuard {
     waiters: Arc<Waiters>,
-    key: String,
+    key: ChatKey,
     pub(super) notify: Arc<Notify>,
 }
 

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_traits::Ticket;
+use botmesh_traits::{ChatKey, Ticket};
 use tokio::sync::Notify;
 
 use super::wake::Waiters;
@@ -18,7 +18,7 @@ use crate::keys::Keys;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Withdraw {
     /// The tickets a lost `take_tickets` call took in chat `key`, found by the call's `tid`.
-    Orphans { key: String, tid: String },
+    Orphans { key: ChatKey, tid: String },
     /// One ticket.
     Ticket(Ticket),
 }
@@ -42,12 +42,12 @@ impl Withdrawals {
     /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev,
     /// passed over` at the front of `rest`): it waits in the granted map for that ticket's
     /// waiter.
-    pub(super) fn adopt(&self, key: &str, rest: &[String]) {
+    pub(super) fn adopt(&self, key: &ChatKey, rest: &[String]) {
         if let [seq, fence, prev, passed, ..] = rest
             && !seq.is_empty()
             && let Ok(grant) = RedisCoordinator::grant(key, seq, fence, prev, passed)
         {
-            lock(&self.waiters.granted).insert((key.to_owned(), grant.seq), grant);
+            lock(&self.waiters.granted).insert((key.clone(), grant.seq), grant);
             self.waiters.wake(key);
         }
     }
@@ -60,7 +60,7 @@ impl Withdrawals {
                 (&t.key, &self.scripts.cancel, t.seq.to_string())
             }
         };
-        let (state, queue) = self.keys.turn(key);
+        let (state, queue) = self.keys.turn(key.as_str());
         let reply: Vec<String> = script
             .key(state)
             .key(queue)
@@ -68,8 +68,8 @@ impl Withdrawals {
             .arg(id)
             .arg(ms(self.idle_keep))
             .arg(self.keys.wake_prefix())
-            .arg(key)
-            .arg(Keys::alive_prefix(&self.keys.shard(key)))
+            .arg(key.as_str())
+            .arg(Keys::alive_prefix(&self.keys.shard(key.as_str())))
             .invoke_async(&mut self.conn.clone())
             .await?;
         self.adopt(key, reply.get(1..).unwrap_or_default());
