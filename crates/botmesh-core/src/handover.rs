@@ -213,63 +213,6 @@ impl Handover {
     }
 }
 
-/// Inbound messages journaled in the store, replayed when their replica dies, and sends
-/// deduplicated through the outbox.
-///
-/// Needs a store with the journal (every backend of botmesh has one); it is shared by the
-/// replicas with Redis, Postgres, MySQL and MongoDB.
-#[derive(Debug, Clone)]
-pub struct Durability {
-    pub(crate) retain: Duration,
-    pub(crate) outbox_ttl: Duration,
-    pub(crate) replay_every: Duration,
-    pub(crate) max_attempts: u32,
-}
-
-impl Default for Durability {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Durability {
-    /// A day of dedupe memory and outbox records, a replay sweep every second, and up to
-    /// three attempts per message.
-    pub fn new() -> Self {
-        Self {
-            retain: Duration::from_secs(24 * 3600),
-            outbox_ttl: Duration::from_secs(24 * 3600),
-            replay_every: Duration::from_secs(1),
-            max_attempts: 3,
-        }
-    }
-
-    /// How long a handled message's id is remembered to drop retries of it.
-    pub fn retain(mut self, retain: Duration) -> Self {
-        self.retain = retain;
-        self
-    }
-
-    /// How long a send stays recorded in the outbox.
-    pub fn outbox_ttl(mut self, ttl: Duration) -> Self {
-        self.outbox_ttl = ttl;
-        self
-    }
-
-    /// How often a replica looks for messages journaled by a replica that died.
-    pub fn replay_every(mut self, every: Duration) -> Self {
-        self.replay_every = every;
-        self
-    }
-
-    /// How many times one message is handled at most (a message whose effect could not be
-    /// stored is handled again); after that it is acknowledged and reported.
-    pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.max_attempts = attempts.max(1);
-        self
-    }
-}
-
 /// A 64-bit FNV-1a hash, stable across builds and platforms (for flow fingerprints).
 pub(crate) fn fnv1a(parts: &[&str]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

@@ -73,12 +73,11 @@ pub use bot::Bot;
 pub use builder::BotBuilder;
 pub use conv::ConvCtx;
 pub use ctx::Ctx;
+pub use durable::Durability;
 pub use error::{BotError, ConfigError, Result};
 pub use event::{EndReason, Event, FollowReason, HandoverOutcome, Warning};
 pub use flow::{Ask, Conversation, Flow, Step};
-pub use handover::{
-    Durability, Fallback, FallbackFn, FallbackReason, FlowHandover, Handover, HandoverInfo,
-};
+pub use handover::{Fallback, FallbackFn, FallbackReason, FlowHandover, Handover, HandoverInfo};
 pub use memory_store::MemoryStore;
 pub use message::Message;
 pub use scheduler::{JobCtx, Missed, SchedulerLease, TaskOptions, Timing};
