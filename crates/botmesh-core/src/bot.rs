@@ -410,6 +410,6 @@ impl Bot {
 
     /// The bot's texts.
     pub fn texts(&self) -> &Texts {
-        &self.inner.shared.texts
+        &self.inner.shared.def.texts
     }
 }

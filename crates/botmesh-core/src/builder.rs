@@ -15,7 +15,7 @@ use crate::event::{EventBus, Listener};
 use crate::flow::Def;
 use crate::repair::Repairs;
 use crate::scheduler::{JobDef, JobFn, job_fn};
-use crate::shared::{HandlerFn, HookFn, Shared};
+use crate::shared::{Definitions, HandlerFn, HookFn, Shared};
 use crate::{
     Bot, ConfigError, Conversation, Ctx, Durability, Event, Flow, Handover, JobCtx, MemoryStore,
     Message, SchedulerLease, TaskOptions, Texts, Timing, Trigger,
@@ -306,26 +306,29 @@ impl BotBuilder {
             .coordination
             .as_ref()
             .map_or_else(|| uuid::Uuid::new_v4().to_string(), |c| c.incarnation());
-        let shared = Arc::new(Shared {
-            provider,
-            store,
-            texts: self.texts,
-            events: EventBus::new(self.listeners, self.event_capacity),
+        let def = Definitions {
             defs,
             triggered,
             handlers: self.handlers,
             hooks: self.hooks,
             cancels: self.cancels,
+            texts: self.texts,
             has_persistent,
             has_resumable,
             max_body_bytes: self.max_body_bytes,
-            cas_checkpoints,
-            coordination: self.coordination,
-            transport_up: watch::channel(false).0,
             handover: self.handover,
+        };
+        let shared = Arc::new(Shared {
+            def,
+            provider,
+            store,
+            coordination: self.coordination,
+            cas_checkpoints,
+            transport_up: watch::channel(false).0,
             durability: self.durability,
             owner,
             repairs: Repairs::new(),
+            events: EventBus::new(self.listeners, self.event_capacity),
         });
         let mut task_ids = HashSet::new();
         let store_caps = shared.store.capabilities();

@@ -86,7 +86,7 @@ impl Ctx {
 
     /// A built-in or overridden text in the message's language.
     pub fn text<'a>(&'a self, key: &'a str) -> &'a str {
-        self.shared.texts.get(self.lang(), key)
+        self.shared.def.texts.get(self.lang(), key)
     }
 
     /// Sends a text to the chat the message came from.

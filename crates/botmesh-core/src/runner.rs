@@ -69,7 +69,7 @@ async fn run_flow(ctx: ConvCtx, flow: &Flow, resume: Option<Resume>) -> Result<N
     };
     let saving = if flow.persistent {
         Saving::Persistent { fingerprint: Arc::clone(&flow.fingerprint) }
-    } else if ctx.shared().handover.flows == FlowHandover::Forward {
+    } else if ctx.shared().def.handover.flows == FlowHandover::Forward {
         Saving::Ephemeral { fingerprint: Arc::clone(&flow.fingerprint) }
     } else {
         Saving::Off
@@ -140,7 +140,7 @@ async fn run_ask(ctx: &ConvCtx, ask: &Ask) -> Result<Step> {
 
 fn check(ctx: &ConvCtx, ask: &Ask, answer: &Message) -> Result<Value, String> {
     let lang = ctx.lang();
-    let texts = &ctx.shared().texts;
+    let texts = &ctx.shared().def.texts;
     let body = answer.body.trim();
     let mut value = None;
     if !ask.choices.is_empty() {

@@ -29,36 +29,48 @@ pub(crate) type HandlerFn =
 pub(crate) type HookFn =
     Arc<dyn Fn(Message) -> BoxFuture<'static, Result<Message, BoxError>> + Send + Sync>;
 
-/// What every part of a running bot shares.
-pub(crate) struct Shared {
-    pub(crate) provider: Arc<dyn Provider>,
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) texts: Texts,
-    pub(crate) events: EventBus,
+/// What the bot is: its definitions and settings, fixed once it is built.
+pub(crate) struct Definitions {
+    /// Flows and conversations by name.
     pub(crate) defs: HashMap<String, Def>,
     /// Flows and conversations with triggers, in registration order.
     pub(crate) triggered: Vec<Def>,
     pub(crate) handlers: Vec<HandlerFn>,
+    /// The `before_message` hooks, in order.
     pub(crate) hooks: Vec<HookFn>,
     /// Words that end whatever conversation waits.
     pub(crate) cancels: Vec<Trigger>,
+    pub(crate) texts: Texts,
+    /// Some flow is persistent: a chat without a conversation in memory may have a checkpoint.
     pub(crate) has_persistent: bool,
     /// Some flow is set aside when interrupted, to resume later.
     pub(crate) has_resumable: bool,
+    /// The largest message body taken in.
     pub(crate) max_body_bytes: usize,
+    /// How conversations are carried between replicas.
+    pub(crate) handover: Handover,
+}
+
+/// What every part of a running bot shares: what it is ([`Definitions`]), its I/O (provider,
+/// store, coordination, the journal) and its events.
+pub(crate) struct Shared {
+    /// What the bot is.
+    pub(crate) def: Definitions,
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) coordination: Option<Arc<dyn Coordination>>,
     /// Checkpoint writes are compare-and-set: coordination is on and the store can.
     pub(crate) cas_checkpoints: bool,
     /// Whether this process runs the provider's transport now.
     pub(crate) transport_up: watch::Sender<bool>,
-    /// How conversations are carried between replicas.
-    pub(crate) handover: Handover,
     /// The inbox journal and the outbox, when on.
     pub(crate) durability: Option<Durability>,
-    /// Who owns what this process journals: the coordinator's incarnation, else a fresh id.
+    /// Who owns what this process journals: the replica's incarnation, else a fresh id.
     pub(crate) owner: String,
     /// Journal writes still to land.
     pub(crate) repairs: Repairs,
+    /// Where events go: listeners, subscribers, and `tracing`.
+    pub(crate) events: EventBus,
 }
 
 impl Shared {

@@ -246,7 +246,7 @@ impl ConvCtx {
     /// A built-in or overridden text in the conversation's language.
     pub fn text(&self, key: &str) -> String {
         let lang = self.lang();
-        self.inner.shared.texts.get(lang.as_deref(), key).to_owned()
+        self.inner.shared.def.texts.get(lang.as_deref(), key).to_owned()
     }
 
     /// Sends a text to the chat. A clone of the context kept after the conversation ended (a

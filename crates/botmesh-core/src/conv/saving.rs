@@ -43,7 +43,7 @@ impl ConvCtx {
         } else {
             serde_json::to_vec(answer)
                 .ok()
-                .filter(|bytes| bytes.len() <= shared.handover.max_answer_bytes)
+                .filter(|bytes| bytes.len() <= shared.def.handover.max_answer_bytes)
                 .map(|_| RecordedAnswer::Embedded { message: Box::new(answer.clone()) })
         };
         let mut st = self.st();
@@ -70,7 +70,7 @@ impl ConvCtx {
                 Saving::Ephemeral { .. } if !st.local.is_empty() => (true, None),
                 Saving::Ephemeral { fingerprint } => (true, Some(Arc::clone(fingerprint))),
             };
-            let ttl = ephemeral.then(|| self.inner.shared.handover.ttl_for(st.timeout));
+            let ttl = ephemeral.then(|| self.inner.shared.def.handover.ttl_for(st.timeout));
             (fingerprint.is_some() || !ephemeral).then(|| {
                 let doc = Doc {
                     v: checkpoint::VERSION,
@@ -98,7 +98,7 @@ impl ConvCtx {
     /// Writes a stub for the fallback, once per conversation; with the `Drop` fallback, clears
     /// whatever this conversation wrote before instead.
     async fn write_stub(&self, reason: FallbackReason) -> Result<()> {
-        if self.inner.shared.handover.fallback.is_drop() {
+        if self.inner.shared.def.handover.fallback.is_drop() {
             return self.clear_checkpoint().await;
         }
         let (doc, ttl) = {
@@ -120,7 +120,7 @@ impl ConvCtx {
                 unrecorded: false,
                 answer: None,
             };
-            (doc, self.inner.shared.handover.ttl_for(st.timeout))
+            (doc, self.inner.shared.def.handover.ttl_for(st.timeout))
         };
         self.store_doc(&doc, Some(ttl)).await?;
         self.st().stub_written = true;
@@ -134,7 +134,7 @@ impl ConvCtx {
             let st = self.st();
             if st.saving != Saving::Off
                 || st.stub_written
-                || self.inner.shared.handover.fallback.is_drop()
+                || self.inner.shared.def.handover.fallback.is_drop()
             {
                 return Ok(());
             }

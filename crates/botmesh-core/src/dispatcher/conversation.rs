@@ -152,7 +152,7 @@ impl Worker {
                 Ok(Ok(Next::Start(name))) => {
                     let msg = active.ctx.message();
                     self.end(active, EndReason::Replaced).await;
-                    match self.shared().defs.get(&name).cloned() {
+                    match self.shared().def.defs.get(&name).cloned() {
                         Some(def) => self.install(def, msg, None),
                         None => self.report(BotError::UnknownConversation { name }),
                     }

@@ -28,17 +28,18 @@ impl Worker {
     pub(super) fn exit_for(&self, msg: &Message, found: Option<&Found>) -> Option<Exit> {
         let shared = self.shared();
         let waiting = match (&self.active, found) {
-            (Some(active), _) => shared.defs.get(&active.name),
+            (Some(active), _) => shared.def.defs.get(&active.name),
             (None, Some(Found::Resume { def, .. })) => Some(def),
-            (None, Some(Found::Fallback { name, .. })) => shared.defs.get(name),
+            (None, Some(Found::Fallback { name, .. })) => shared.def.defs.get(name),
             (None, None) => return None,
         };
-        let texts = &shared.texts;
+        let texts = &shared.def.texts;
         let own = waiting.map_or(&[][..], Def::cancels);
-        if shared.cancels.iter().chain(own).any(|t| t.matches_in(msg, texts)) {
+        if shared.def.cancels.iter().chain(own).any(|t| t.matches_in(msg, texts)) {
             return Some(Exit::Cancel);
         }
         shared
+            .def
             .triggered
             .iter()
             .find(|d| d.interrupts() && d.triggers().iter().any(|t| t.matches_in(msg, texts)))
@@ -49,7 +50,7 @@ impl Worker {
     pub(super) async fn cancel(&mut self, msg: &Message, found: Option<Found>) {
         self.leave(found, EndReason::Cancelled).await;
         let shared = Arc::clone(self.shared());
-        let text = shared.texts.get(msg.lang.as_deref(), keys::CANCELLED);
+        let text = shared.def.texts.get(msg.lang.as_deref(), keys::CANCELLED);
         if text.is_empty() {
             return;
         }
@@ -63,7 +64,7 @@ impl Worker {
     /// with `msg`.
     pub(super) async fn interrupt(&mut self, msg: Message, found: Option<Found>, def: Def) {
         let waiting = match (&self.active, &found) {
-            (Some(active), _) => self.shared().defs.get(&active.name).cloned(),
+            (Some(active), _) => self.shared().def.defs.get(&active.name).cloned(),
             (None, Some(Found::Resume { def, .. })) => Some(def.clone()),
             _ => None,
         };
@@ -138,7 +139,7 @@ impl Worker {
     /// Moves the set-aside row back to the chat's checkpoint and reads it.
     async fn take_aside(&mut self) -> Result<Option<Found>> {
         let shared = Arc::clone(self.shared());
-        if !shared.has_resumable {
+        if !shared.def.has_resumable {
             return Ok(None);
         }
         let (rows, key) = (shared.checkpoints(), self.key.as_str());
@@ -174,7 +175,7 @@ impl Worker {
             reason,
             EndReason::Cancelled | EndReason::Timeout | EndReason::Idle | EndReason::Failed
         );
-        if !shared.has_resumable || !gives_up || self.turn.check().is_err() {
+        if !shared.def.has_resumable || !gives_up || self.turn.check().is_err() {
             return;
         }
         let aside = checkpoint::aside(self.key.as_str());

@@ -183,10 +183,10 @@ impl Dispatcher {
         }
         let key = inbound.key();
         let size = inbound.content.text().map_or(0, str::len);
-        if size > self.shared.max_body_bytes {
+        if size > self.shared.def.max_body_bytes {
             let reason = format!(
                 "message {} is {size} bytes, over the limit of {}",
-                inbound.id, self.shared.max_body_bytes
+                inbound.id, self.shared.def.max_body_bytes
             );
             self.shared
                 .events

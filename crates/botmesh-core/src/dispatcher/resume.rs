@@ -44,15 +44,15 @@ impl Worker {
         self.clear_found(revision).await;
         let handover =
             |outcome| Event::Handover { key: self.key.clone(), name: name.clone(), outcome };
-        match shared.handover.fallback.clone() {
+        match shared.def.handover.fallback.clone() {
             Fallback::Drop => {
                 shared.events.emit(handover(HandoverOutcome::Discarded(reason)));
                 Some(msg)
             }
             Fallback::Notify => {
                 shared.events.emit(handover(HandoverOutcome::Notified(reason)));
-                let text = shared.handover.notify_message.clone().unwrap_or_else(|| {
-                    shared.texts.get(msg.lang.as_deref(), keys::INTERRUPTED).to_owned()
+                let text = shared.def.handover.notify_message.clone().unwrap_or_else(|| {
+                    shared.def.texts.get(msg.lang.as_deref(), keys::INTERRUPTED).to_owned()
                 });
                 let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg, None);
                 if let Err(e) = ctx.reply(text).await {
@@ -60,7 +60,7 @@ impl Worker {
                 }
                 None
             }
-            Fallback::Restart => match shared.defs.get(&name).cloned() {
+            Fallback::Restart => match shared.def.defs.get(&name).cloned() {
                 Some(def) => {
                     shared.events.emit(handover(HandoverOutcome::Restarted(reason)));
                     self.install(def, msg, None);
@@ -93,7 +93,7 @@ impl Worker {
                 shared.events.emit(handover(HandoverOutcome::Custom { reason, consumed }));
                 match ctx.take_start() {
                     Some(start) => {
-                        match shared.defs.get(&start).cloned() {
+                        match shared.def.defs.get(&start).cloned() {
                             Some(def) => {
                                 self.install(def, msg, None);
                                 self.drive().await;
@@ -188,7 +188,7 @@ impl Worker {
         if let Some(reason) = doc.stub {
             return Some(fallback(reason));
         }
-        let flow = match shared.defs.get(&doc.flow) {
+        let flow = match shared.def.defs.get(&doc.flow) {
             Some(Def::Flow(f)) if !doc.ephemeral && doc.step < f.steps.len() => Arc::clone(f),
             Some(Def::Flow(f))
                 if doc.ephemeral && doc.fingerprint.as_deref() == Some(&*f.fingerprint) =>

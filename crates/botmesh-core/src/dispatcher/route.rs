@@ -46,7 +46,8 @@ impl Worker {
         let Some(msg) = self.run_hooks(Message::new(inbound)).await else { return };
         // Only a chat that may have something in the store costs a read: persistent flows,
         // hand-over writes, or another replica (or process) having held the chat.
-        let reads = shared.has_persistent || shared.handover.writes_anything() || changed_hands;
+        let reads =
+            shared.def.has_persistent || shared.def.handover.writes_anything() || changed_hands;
         let found = match self.active {
             None if reads => self.load_checkpoint(&msg).await,
             _ => None,
@@ -84,7 +85,7 @@ impl Worker {
                     // once, and clears it.
                     let unforwarded = resume.ephemeral
                         && matches!(&def, Def::Flow(f) if !f.persistent)
-                        && shared.handover.flows != FlowHandover::Forward;
+                        && shared.def.handover.flows != FlowHandover::Forward;
                     self.install(def, msg, Some((*resume, revision)));
                     if unforwarded && let Some(active) = &self.active {
                         let cleared = active.ctx.clear_checkpoint().await;
@@ -108,7 +109,7 @@ impl Worker {
     pub(super) async fn route(&mut self, msg: Message) {
         let shared = Arc::clone(self.shared());
         if let Some(def) =
-            shared.triggered.iter().find(|d| d.triggers().iter().any(|t| t.matches(&msg)))
+            shared.def.triggered.iter().find(|d| d.triggers().iter().any(|t| t.matches(&msg)))
         {
             self.install(def.clone(), msg, None);
             self.drive().await;
@@ -118,7 +119,7 @@ impl Worker {
     }
 
     pub(super) async fn run_hooks(&mut self, mut msg: Message) -> Option<Message> {
-        for hook in &self.shared().hooks {
+        for hook in &self.shared().def.hooks {
             match AssertUnwindSafe(hook(msg)).catch_unwind().await {
                 Ok(Ok(m)) => msg = m,
                 Ok(Err(source)) => {
@@ -139,7 +140,7 @@ impl Worker {
 
     pub(super) async fn run_handlers(&mut self, msg: Message) {
         let shared = Arc::clone(self.shared());
-        for (slot, handler) in shared.handlers.iter().enumerate() {
+        for (slot, handler) in shared.def.handlers.iter().enumerate() {
             let ctx =
                 Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), Some(slot));
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
@@ -162,7 +163,7 @@ impl Worker {
                 }),
             }
             if let Some(name) = ctx.take_start() {
-                match shared.defs.get(&name) {
+                match shared.def.defs.get(&name) {
                     Some(def) => {
                         self.install(def.clone(), msg, None);
                         self.drive().await;
