@@ -424,7 +424,7 @@ async fn a_message_queued_on_a_killed_replica_is_handled_by_another_after_the_le
     assert!(waited >= LEASE * 2 / 3 - Duration::from_millis(50), "after a's lease: {waited:?}");
     assert_eq!(b.provider.texts_to("c"), ["b did slow", "b did queued"], "replayed in order");
     assert!(a.provider.sent().is_empty());
-    let replayed = b.rec.events().iter().filter(|e| matches!(e, Event::Replayed { .. })).count();
+    let replayed = b.rec.events().iter().filter(|e| matches!(e, Event::TakenOver { .. })).count();
     assert_eq!(replayed, 2);
     b.provider.settled(&b.bot).await;
     assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "both acknowledged");

@@ -413,7 +413,7 @@ impl Log {
     /// Writes down what the bot reported about a chat, when it is worth reading afterwards.
     fn note(&self, event: &Event) {
         let key = match event {
-            Event::Replayed { key, .. }
+            Event::TakenOver { key, .. }
             | Event::Duplicate { key, .. }
             | Event::LeaseLost { key, .. } => Some(key.to_string()),
             Event::SendSkipped { chat, .. } => Some(chat.to_string()),

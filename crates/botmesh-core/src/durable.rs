@@ -13,7 +13,7 @@ use crate::{BotError, Event};
 
 pub(crate) use crate::repair::RELEASED;
 
-/// Inbound messages journaled in the store, replayed when their replica dies, and sends
+/// Inbound messages journaled in the store, taken over when their replica dies, and sends
 /// deduplicated through the outbox.
 ///
 /// Needs a store with the journal (every backend of botmesh has one); it is shared by the
@@ -189,7 +189,7 @@ pub(crate) enum Claim {
 }
 
 /// Claims pending `record` from its owner for this replica and reads its message back,
-/// reporting it as replayed. A claim refused because the record moved since it was listed is
+/// reporting it as taken over. A claim refused because the record moved since it was listed is
 /// looked at again: acknowledged, it is gone; released, it is claimed from there; otherwise
 /// another replica holds it.
 pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
@@ -217,7 +217,7 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
     }
     match serde_json::from_str::<Inbound>(&record.payload) {
         Ok(inbound) => {
-            shared.events.emit(Event::Replayed {
+            shared.events.emit(Event::TakenOver {
                 key: inbound.key(),
                 id: inbound.id.clone(),
                 from: record.owner.clone(),

@@ -192,13 +192,14 @@ pub enum Event {
         /// The message id.
         id: MessageId,
     },
-    /// A message journaled by a replica that died was claimed here to be handled.
-    Replayed {
+    /// A journaled message another replica left (it died, stalled, or handed the message
+    /// back) was taken over here, to be handled in its place in the chat's order.
+    TakenOver {
         /// The chat key.
         key: ChatKey,
         /// The message id.
         id: MessageId,
-        /// The incarnation that journaled it.
+        /// The incarnation it was taken from (`released` for a hand-back).
         from: String,
     },
     /// A send was skipped: the outbox says an earlier run of the same step made it.

@@ -210,10 +210,6 @@ impl RedisCoordinator {
         self.conn.clone()
     }
 
-    fn adopt(&self, key: &ChatKey, rest: &[String]) {
-        self.withdrawals.adopt(key, rest);
-    }
-
     fn grant(key: &ChatKey, seq: &str, fence: &str, prev: &str, passed: &str) -> Result<TurnGrant> {
         let parse = |what: &str, s: &str| {
             s.parse::<u64>().map_err(|e| Error::corrupt(format!("{what} {s:?}"), e))
@@ -243,7 +239,7 @@ impl RedisCoordinator {
                 Self::grant(&ticket.key, &ticket.seq.to_string(), fence, prev, passed).map(Some)
             }
             [status, rest @ ..] if status == "wait" => {
-                self.adopt(&ticket.key, rest);
+                self.waiters.deliver(&ticket.key, rest);
                 Ok(None)
             }
             [status] if status == "gone" => Err(Error::CoordinationUnavailable {
@@ -278,7 +274,7 @@ impl RedisCoordinator {
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| unavailable("releasing a turn", e))?;
-        self.adopt(&grant.key, reply.get(1..).unwrap_or_default());
+        self.waiters.deliver(&grant.key, reply.get(1..).unwrap_or_default());
         Ok(reply.first().is_some_and(|ok| ok == "1"))
     }
 }

@@ -10,7 +10,7 @@ use botmesh_traits::{ChatKey, TurnGrant};
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
-use super::{backoff, lock};
+use super::{RedisCoordinator, backoff, lock};
 
 /// Local waiters, woken when a release hands a turn to one of this incarnation's tickets.
 #[derive(Default)]
@@ -33,6 +33,19 @@ impl Waiters {
     pub(super) fn wake(&self, key: &ChatKey) {
         if let Some((notify, _)) = lock(&self.map).get(key) {
             notify.notify_waiters();
+        }
+    }
+
+    /// Delivers a turn a script handed to another ticket of this incarnation (`seq, fence,
+    /// prev, passed over` at the front of `rest`): it waits in the granted map for that
+    /// ticket's waiter, which is woken.
+    pub(super) fn deliver(&self, key: &ChatKey, rest: &[String]) {
+        if let [seq, fence, prev, passed, ..] = rest
+            && !seq.is_empty()
+            && let Ok(grant) = RedisCoordinator::grant(key, seq, fence, prev, passed)
+        {
+            lock(&self.granted).insert((key.clone(), grant.seq), grant);
+            self.wake(key);
         }
     }
 

@@ -9,7 +9,7 @@ use botmesh_traits::{ChatKey, Ticket};
 use tokio::sync::Notify;
 
 use super::wake::Waiters;
-use super::{CoordScripts, RedisCoordinator, backoff, lock, ms};
+use super::{CoordScripts, backoff, lock, ms};
 use crate::conn::Conn;
 use crate::keys::Keys;
 
@@ -39,19 +39,6 @@ pub(super) struct Withdrawals {
 }
 
 impl Withdrawals {
-    /// Takes a turn a script handed to another ticket of this incarnation (`seq, fence, prev,
-    /// passed over` at the front of `rest`): it waits in the granted map for that ticket's
-    /// waiter.
-    pub(super) fn adopt(&self, key: &ChatKey, rest: &[String]) {
-        if let [seq, fence, prev, passed, ..] = rest
-            && !seq.is_empty()
-            && let Ok(grant) = RedisCoordinator::grant(key, seq, fence, prev, passed)
-        {
-            lock(&self.waiters.granted).insert((key.clone(), grant.seq), grant);
-            self.waiters.wake(key);
-        }
-    }
-
     async fn withdraw(&self, what: &Withdraw) -> redis::RedisResult<()> {
         let (key, script, id) = match what {
             Withdraw::Orphans { key, tid } => (key, &self.scripts.abandon, tid.clone()),
@@ -72,7 +59,7 @@ impl Withdrawals {
             .arg(Keys::alive_prefix(&self.keys.shard(key.as_str())))
             .invoke_async(&mut self.conn.clone())
             .await?;
-        self.adopt(key, reply.get(1..).unwrap_or_default());
+        self.waiters.deliver(key, reply.get(1..).unwrap_or_default());
         Ok(())
     }
 
