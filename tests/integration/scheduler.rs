@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::backends::{Backend, Memory, Redis};
+use crate::support::PlainStore;
 
 const LEASE: Duration = Duration::from_secs(1);
 const EVERY: Duration = Duration::from_millis(200);
@@ -213,40 +214,59 @@ async fn missed_occurrences_run_once_on_recovery_or_are_skipped() {
     for (missed, expect_catch_up) in [(Missed::RunOnce, true), (Missed::Skip, false)] {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         // The last run was long ago: every replica was down since.
-        store
-            .set_checkpoint(
-                "botmesh:task:report",
-                &CheckpointWrite::new(json!({"last": 1}).to_string()),
-            )
-            .await
-            .unwrap();
-        let runs: Arc<Mutex<Vec<u64>>> = Arc::default();
-        let log = Arc::clone(&runs);
-        let bot = Bot::builder()
-            .provider(TestProvider::new())
-            .store(Arc::clone(&store))
-            .every_with(
-                Duration::from_secs(60),
-                TaskOptions::durable("report").missed(missed),
-                move |ctx| {
-                    let log = Arc::clone(&log);
-                    async move {
-                        log.lock().unwrap().push(ctx.occurrence());
-                        Ok::<_, BotError>(())
-                    }
-                },
-            )
-            .build()
-            .unwrap();
-        bot.start().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let caught_up = !runs.lock().unwrap().is_empty();
+        assert!(store.task_claim("report", 1).await.unwrap());
+        let caught_up = recover(&store, missed).await;
         assert_eq!(caught_up, expect_catch_up, "{missed:?}");
-        bot.stop().await.unwrap();
-        let record = store.get_checkpoint("botmesh:task:report").await.unwrap().unwrap();
-        let last = serde_json::from_str::<serde_json::Value>(&record.data).unwrap()["last"]
-            .as_u64()
-            .unwrap();
+        let last = store.task_last("report").await.unwrap().unwrap();
         assert!(last > 1, "{missed:?}: the missed occurrences are accounted for");
+        let row = store.get_checkpoint("botmesh:task:report").await.unwrap();
+        assert!(row.is_none(), "the task record lives apart from checkpoints");
     }
+}
+
+/// A minimal custom store of one process: no task records, and no leases either, so its only
+/// process leads the task.
+#[tokio::test(start_paused = true)]
+async fn a_store_without_task_records_keeps_them_in_a_checkpoint_row() {
+    let store: Arc<dyn Store> = Arc::new(PlainStore::local());
+    assert!(!store.capabilities().tasks());
+    store
+        .set_checkpoint(
+            "botmesh:task:report",
+            &CheckpointWrite::new(json!({"last": 1}).to_string()),
+        )
+        .await
+        .unwrap();
+    assert!(recover(&store, Missed::RunOnce).await, "the missed occurrence ran");
+    let record = store.get_checkpoint("botmesh:task:report").await.unwrap().unwrap();
+    let last =
+        serde_json::from_str::<serde_json::Value>(&record.data).unwrap()["last"].as_u64().unwrap();
+    assert!(last > 1, "the claim landed in the checkpoint row");
+}
+
+/// Starts a bot with the durable task `report` (every minute, `missed`) on `store`, lets it
+/// catch up, and stops it; whether the catch-up ran the job.
+async fn recover(store: &Arc<dyn Store>, missed: Missed) -> bool {
+    let runs: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let log = Arc::clone(&runs);
+    let bot = Bot::builder()
+        .provider(TestProvider::new())
+        .store(Arc::clone(store))
+        .every_with(
+            Duration::from_secs(60),
+            TaskOptions::durable("report").missed(missed),
+            move |ctx| {
+                let log = Arc::clone(&log);
+                async move {
+                    log.lock().unwrap().push(ctx.occurrence());
+                    Ok::<_, BotError>(())
+                }
+            },
+        )
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    bot.stop().await.unwrap();
+    !runs.lock().unwrap().is_empty()
 }

@@ -28,7 +28,7 @@ mod without_compare_and_set {
         FaultyCoordinator, MemoryCoordinationHub, MemoryCoordinator, TestProvider,
     };
 
-    use crate::support::{NoCasStore, Recorder};
+    use crate::support::{PlainStore, Recorder};
 
     const LEASE: Duration = Duration::from_secs(1);
 
@@ -57,7 +57,7 @@ mod without_compare_and_set {
     #[tokio::test(start_paused = true)]
     async fn a_coordinated_bot_on_a_store_without_compare_and_set_warns_with_an_event_at_start() {
         let hub = MemoryCoordinationHub::new();
-        let (b, _, rec, _) = coordinated(&hub, "a", Arc::new(NoCasStore::default()));
+        let (b, _, rec, _) = coordinated(&hub, "a", Arc::new(PlainStore::shared()));
         b.build().unwrap().start().await.unwrap();
         assert!(warned(&rec), "{:?}", rec.events());
         // A store with compare-and-set, or no coordination at all, gives no warning.
@@ -67,7 +67,7 @@ mod without_compare_and_set {
         let rec = Recorder::default();
         let bot = rec
             .attach(Bot::builder().provider(TestProvider::new()))
-            .store(Arc::new(NoCasStore::default()))
+            .store(Arc::new(PlainStore::shared()))
             .build()
             .unwrap();
         bot.start().await.unwrap();
@@ -77,7 +77,7 @@ mod without_compare_and_set {
     #[tokio::test(start_paused = true)]
     async fn without_compare_and_set_the_local_fence_keeps_a_stalled_replica_from_writing() {
         let hub = MemoryCoordinationHub::new();
-        let store: Arc<dyn Store> = Arc::new(NoCasStore::default());
+        let store: Arc<dyn Store> = Arc::new(PlainStore::shared());
         let flow = |work: Duration| {
             Flow::new("order")
                 .trigger(Trigger::keyword("order"))
@@ -122,7 +122,7 @@ mod without_compare_and_set {
     fn a_durable_task_on_a_shared_store_without_compare_and_set_is_refused() {
         let built = Bot::builder()
             .provider(TestProvider::new())
-            .store(Arc::new(NoCasStore::default()))
+            .store(Arc::new(PlainStore::shared()))
             .every_with(Duration::from_secs(60), TaskOptions::durable("report"), |_| async {
                 Ok::<_, BotError>(())
             })

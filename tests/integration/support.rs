@@ -38,46 +38,61 @@ pub(crate) fn builder() -> (BotBuilder, TestProvider, Recorder) {
     (b, provider, rec)
 }
 
-/// A store shared by replicas that has no compare-and-set: checkpoints are written
-/// unconditionally, as a custom store might. It keeps its data in a [`MemoryStore`].
+/// A custom store with only the required operations: checkpoints are written
+/// unconditionally, and there are no task records, locks, leases or journal. It keeps its data
+/// in a [`MemoryStore`].
 ///
 /// [`MemoryStore`]: botmesh_core::MemoryStore
-#[derive(Default)]
-pub(crate) struct NoCasStore(botmesh_core::MemoryStore);
+pub(crate) struct PlainStore {
+    inner: botmesh_core::MemoryStore,
+    shared: bool,
+}
+
+impl PlainStore {
+    /// Shared by replicas, as a custom store without compare-and-set might be.
+    pub(crate) fn shared() -> Self {
+        Self { inner: botmesh_core::MemoryStore::new(), shared: true }
+    }
+
+    /// One process's store.
+    pub(crate) fn local() -> Self {
+        Self { inner: botmesh_core::MemoryStore::new(), shared: false }
+    }
+}
 
 #[botmesh_core::traits::async_trait]
-impl botmesh_core::Store for NoCasStore {
+impl botmesh_core::Store for PlainStore {
     fn capabilities(&self) -> botmesh_core::StoreCapabilities {
-        botmesh_core::StoreCapabilities::local().with_shared(true)
+        botmesh_core::StoreCapabilities::local().with_shared(self.shared)
     }
 
     async fn upsert_chat(
         &self,
         chat: &botmesh_core::ChatRecord,
     ) -> botmesh_core::traits::Result<()> {
-        self.0.upsert_chat(chat).await
+        self.inner.upsert_chat(chat).await
     }
 
     async fn get_chat(
         &self,
         id: &botmesh_core::ChatId,
     ) -> botmesh_core::traits::Result<Option<botmesh_core::ChatRecord>> {
-        self.0.get_chat(id).await
+        self.inner.get_chat(id).await
     }
 
     async fn get_user_data(&self, key: &str) -> botmesh_core::traits::Result<Option<String>> {
-        self.0.get_user_data(key).await
+        self.inner.get_user_data(key).await
     }
 
     async fn set_user_data(&self, key: &str, data: &str) -> botmesh_core::traits::Result<()> {
-        self.0.set_user_data(key, data).await
+        self.inner.set_user_data(key, data).await
     }
 
     async fn get_checkpoint(
         &self,
         key: &str,
     ) -> botmesh_core::traits::Result<Option<botmesh_core::CheckpointRecord>> {
-        self.0.get_checkpoint(key).await
+        self.inner.get_checkpoint(key).await
     }
 
     async fn set_checkpoint(
@@ -85,10 +100,10 @@ impl botmesh_core::Store for NoCasStore {
         key: &str,
         write: &botmesh_core::CheckpointWrite,
     ) -> botmesh_core::traits::Result<u64> {
-        self.0.set_checkpoint(key, write).await
+        self.inner.set_checkpoint(key, write).await
     }
 
     async fn clear_checkpoint(&self, key: &str) -> botmesh_core::traits::Result<()> {
-        self.0.clear_checkpoint(key).await
+        self.inner.clear_checkpoint(key).await
     }
 }

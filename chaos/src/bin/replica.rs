@@ -291,6 +291,12 @@ impl Store for Recorded {
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> botmesh_core::traits::Result<bool> {
         self.inner.outbox_claim(key, ttl).await
     }
+    async fn task_last(&self, id: &str) -> botmesh_core::traits::Result<Option<u64>> {
+        self.inner.task_last(id).await
+    }
+    async fn task_claim(&self, id: &str, occurrence: u64) -> botmesh_core::traits::Result<bool> {
+        self.inner.task_claim(id, occurrence).await
+    }
 }
 
 /// The real coordinator, with every turn it is granted written down in the history.

@@ -37,6 +37,8 @@ struct Inner {
     inbox: HashMap<String, Journaled>,
     inbox_seq: u64,
     outbox: HashMap<String, Instant>,
+    /// The last occurrence claimed of each durable task.
+    tasks: HashMap<String, u64>,
 }
 
 #[derive(Debug)]
@@ -279,6 +281,19 @@ impl Store for MemoryStore {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        Ok(self.lock()?.tasks.get(id).copied())
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        let mut g = self.lock()?;
+        if g.tasks.get(id).is_some_and(|last| *last >= occurrence) {
+            return Ok(false);
+        }
+        g.tasks.insert(id.to_owned(), occurrence);
+        Ok(true)
     }
 
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {

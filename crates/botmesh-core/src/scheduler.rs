@@ -2,8 +2,8 @@
 //! occurrence runs on exactly one replica.
 //!
 //! A durable task is identified by its id. At each occurrence the replica that leads
-//! `task:<id>` claims the occurrence in the store with a compare-and-set on the task's record
-//! (`{"last": occurrence}`) and runs the job only if the claim landed, so an occurrence runs
+//! `task:<id>` claims the occurrence in the store ([`Store::task_claim`], one atomic write on
+//! the task's own record) and runs the job only if the claim landed, so an occurrence runs
 //! once even while leadership moves. Occurrences are numbered from the wall clock (for
 //! [`Timing::every`], the interval count since the Unix epoch), so every replica agrees on
 //! them.
@@ -252,16 +252,16 @@ pub(crate) async fn durable(
     holder: String,
     clock: Clock,
 ) {
-    let record = format!("botmesh:task:{}", task.id);
+    let record = task.id.as_str();
     let lead = format!("task:{}", task.id);
     let store = Arc::clone(bot.store());
     // Catch up on what was missed while no replica ran.
     if let Some(latest) = def.timing.latest_before(clock.now_ms())
         && leads(&lease, &lead, &holder).await
     {
-        match last_claimed(&*store, &record).await {
+        match last_claimed(&*store, record).await {
             Ok(Some(last)) if last < latest => {
-                if claim(&*store, &record, latest).await.unwrap_or(false)
+                if claim(&*store, record, latest).await.unwrap_or(false)
                     && task.missed == Missed::RunOnce
                 {
                     run_job(&bot, &def, latest).await;
@@ -276,7 +276,7 @@ pub(crate) async fn durable(
         if !leads(&lease, &lead, &holder).await {
             continue;
         }
-        match claim(&*store, &record, occurrence).await {
+        match claim(&*store, record, occurrence).await {
             Ok(true) => run_job(&bot, &def, occurrence).await,
             Ok(false) => {}
             Err(e) => bot.emit(Event::Error { key: None, error: Arc::new(e) }),
@@ -284,27 +284,48 @@ pub(crate) async fn durable(
     }
 }
 
+/// Whether this replica leads task `name` now. A store of one process without leases has
+/// nobody to share the task with: its only process leads.
 async fn leads(lease: &SchedulerLease, name: &str, holder: &str) -> bool {
     match lease {
         SchedulerLease::Coordination(c) => matches!(c.lead(name, STORE_LEASE).await, Ok(true)),
+        SchedulerLease::Store(s) if !s.capabilities().leases() && !s.capabilities().shared() => {
+            true
+        }
         SchedulerLease::Store(s) => {
             matches!(s.acquire_lease(name, holder, STORE_LEASE).await, Ok(Some(_)))
         }
     }
 }
 
-async fn last_claimed(store: &dyn Store, record: &str) -> Result<Option<u64>, BotError> {
-    let Some(rec) = store.get_checkpoint(record).await? else { return Ok(None) };
+/// The checkpoint row that stands in for task `id`'s record in a store without task records
+/// (a custom store that does not declare [`StoreCapabilities::tasks`](botmesh_traits::StoreCapabilities::tasks)).
+fn fallback_row(id: &str) -> String {
+    format!("botmesh:task:{id}")
+}
+
+/// The last occurrence of task `id` claimed so far.
+async fn last_claimed(store: &dyn Store, id: &str) -> Result<Option<u64>, BotError> {
+    if store.capabilities().tasks() {
+        return Ok(store.task_last(id).await?);
+    }
+    let record = fallback_row(id);
+    let Some(rec) = store.get_checkpoint(&record).await? else { return Ok(None) };
     let value: serde_json::Value = serde_json::from_str(&rec.data)
         .map_err(|e| Error::corrupt(format!("task record {record}"), e))?;
     Ok(value["last"].as_u64())
 }
 
-/// Claims `occurrence` unless it (or a later one) was claimed already; one atomic write.
-async fn claim(store: &dyn Store, record: &str, occurrence: u64) -> Result<bool, BotError> {
+/// Claims `occurrence` of task `id` unless it (or a later one) was claimed already; one
+/// atomic write.
+async fn claim(store: &dyn Store, id: &str, occurrence: u64) -> Result<bool, BotError> {
+    if store.capabilities().tasks() {
+        return Ok(store.task_claim(id, occurrence).await?);
+    }
+    let record = fallback_row(id);
     let write = CheckpointWrite::new(serde_json::json!({ "last": occurrence }).to_string());
     loop {
-        let current = store.get_checkpoint(record).await?;
+        let current = store.get_checkpoint(&record).await?;
         let last = match &current {
             Some(rec) => serde_json::from_str::<serde_json::Value>(&rec.data)
                 .map_err(|e| Error::corrupt(format!("task record {record}"), e))?["last"]
@@ -316,12 +337,12 @@ async fn claim(store: &dyn Store, record: &str, occurrence: u64) -> Result<bool,
         }
         if !store.capabilities().atomic_checkpoints() {
             // One process: nobody races the write.
-            store.set_checkpoint(record, &write).await?;
+            store.set_checkpoint(&record, &write).await?;
             return Ok(true);
         }
         // Refused: another replica wrote meanwhile, so look again.
         if let CasOutcome::Written { .. } =
-            store.set_checkpoint_if(record, &write, current.map(|c| c.revision)).await?
+            store.set_checkpoint_if(&record, &write, current.map(|c| c.revision)).await?
         {
             return Ok(true);
         }

@@ -86,6 +86,8 @@ struct Inner {
     leases: Collection<Document>,
     inbox: Collection<Document>,
     outbox: Collection<Document>,
+    /// The last claimed occurrence of each durable task.
+    tasks: Collection<Document>,
     meta: Collection<Document>,
     prefix: String,
     clock: ServerClock,
@@ -165,6 +167,7 @@ impl MongoStore {
             leases: coll("leases"),
             inbox: coll("inbox"),
             outbox: coll("outbox"),
+            tasks: coll("tasks"),
             meta: coll("meta"),
             prefix: prefix.to_owned(),
             clock: ServerClock::default(),
@@ -677,6 +680,34 @@ impl Store for MongoStore {
             .await
             .map_err(db("inbox_claim"))?;
         Ok(done.matched_count == 1)
+    }
+
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        let found = self.inner.tasks.find_one(doc! { "_id": id }).await.map_err(db("task_last"))?;
+        found.map(|d| required_int(&d, "task", "last")).transpose()
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        let op = "task_claim";
+        let occurrence = to_i64(occurrence);
+        // A later occurrence over the document; else the first one, decided by `_id`.
+        let moved = self
+            .inner
+            .tasks
+            .update_one(
+                doc! { "_id": id, "last": { "$lt": occurrence } },
+                doc! { "$set": { "last": occurrence } },
+            )
+            .await
+            .map_err(db(op))?;
+        if moved.matched_count == 1 {
+            return Ok(true);
+        }
+        match self.inner.tasks.insert_one(doc! { "_id": id, "last": occurrence }).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_duplicate(&e) => Ok(false),
+            Err(e) => Err(Error::store(op, e)),
+        }
     }
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {

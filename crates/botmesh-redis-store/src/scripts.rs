@@ -55,6 +55,10 @@ pub(crate) const SET_CHECKPOINT: &str = include_str!("../scripts/set_checkpoint.
 /// KEYS: checkpoint. ARGV: expected revision or '' for any, keep ms. Returns 1 when deleted.
 pub(crate) const CLEAR_CHECKPOINT: &str = include_str!("../scripts/clear_checkpoint.lua");
 
+/// KEYS: task. ARGV: occurrence. Returns 1 when the occurrence is later than the last one
+/// claimed, which it becomes; 0 otherwise.
+pub(crate) const TASK_CLAIM: &str = include_str!("../scripts/task_claim.lua");
+
 /// KEYS: lock. ARGV: token, ttl ms. Returns the fence, or false when held.
 pub(crate) const ACQUIRE_LOCK: &str = include_str!("../scripts/acquire_lock.lua");
 

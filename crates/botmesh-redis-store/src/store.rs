@@ -35,6 +35,7 @@ pub(crate) struct StoreScripts {
     inbox_ack: Script,
     inbox_claim: Script,
     inbox_pending: Script,
+    task_claim: Script,
 }
 
 impl StoreScripts {
@@ -54,6 +55,7 @@ impl StoreScripts {
             inbox_ack: s(scripts::INBOX_ACK),
             inbox_claim: s(scripts::INBOX_CLAIM),
             inbox_pending: s(scripts::INBOX_PENDING),
+            task_claim: s(scripts::TASK_CLAIM),
         }
     }
 }
@@ -425,6 +427,29 @@ impl Store for RedisStore {
             Err(e) => return Err(Error::store("inbox_claim", e)),
         };
         Ok(n == 1)
+    }
+
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        let key = &self.keys.entity("task", id);
+        let last: Option<String> = idempotent(|| async move { self.conn().get(key).await })
+            .await
+            .map_err(|e| Error::store("task_last", e))?;
+        last.map(|l| l.parse::<u64>().map_err(|e| Error::corrupt(format!("task record {id}"), e)))
+            .transpose()
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        // Sent once: a claim whose reply was lost is not tried again, so the occurrence may
+        // be skipped, never run twice.
+        let claimed: i64 = self
+            .scripts
+            .task_claim
+            .key(self.keys.entity("task", id))
+            .arg(occurrence.to_string())
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("task_claim", e))?;
+        Ok(claimed == 1)
     }
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {

@@ -35,6 +35,8 @@ const MIGRATIONS: &[&[&str]] = &[&[
        payload LONGTEXT NOT NULL, owner VARCHAR(512) NOT NULL, state VARCHAR(16) NOT NULL,
        seq BIGINT NOT NULL AUTO_INCREMENT UNIQUE, retain_ms BIGINT NOT NULL, forget_at BIGINT)",
     "CREATE TABLE botmesh_outbox (`key` VARCHAR(512) PRIMARY KEY, expires_at BIGINT NOT NULL)",
+], &[
+    "CREATE TABLE botmesh_tasks (id VARCHAR(512) PRIMARY KEY, last BIGINT NOT NULL)",
 ]];
 
 /// Now, in milliseconds since the Unix epoch, on the database's clock.
@@ -499,6 +501,38 @@ impl Store for MySqlStore {
         .await
         .map_err(db("release_lease"))?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        let last: Option<i64> = sqlx::query_scalar("SELECT last FROM botmesh_tasks WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("task_last"))?;
+        Ok(last.map(to_u64))
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        // A later occurrence over the row, decided by its row lock; else the first one,
+        // decided by the primary key. The value only grows, so a changed row is a matched one.
+        let occurrence = to_i64(occurrence);
+        let moved = sqlx::query("UPDATE botmesh_tasks SET last = ? WHERE id = ? AND last < ?")
+            .bind(occurrence)
+            .bind(id)
+            .bind(occurrence)
+            .execute(&self.pool)
+            .await
+            .map_err(db("task_claim"))?;
+        if moved.rows_affected() == 1 {
+            return Ok(true);
+        }
+        let inserted = sqlx::query("INSERT IGNORE INTO botmesh_tasks (id, last) VALUES (?, ?)")
+            .bind(id)
+            .bind(occurrence)
+            .execute(&self.pool)
+            .await
+            .map_err(db("task_claim"))?;
+        Ok(inserted.rows_affected() == 1)
     }
 
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {

@@ -11,7 +11,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, Row};
 
 /// The schema, one entry per version. Applied in order; never edit a released entry.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE botmesh_chats (
   id TEXT PRIMARY KEY, provider TEXT NOT NULL, lang TEXT,
   first_seen_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL);
@@ -27,7 +28,11 @@ CREATE TABLE botmesh_inbox (
   state TEXT NOT NULL, seq BIGSERIAL, retain_ms BIGINT NOT NULL, forget_at TIMESTAMPTZ);
 CREATE INDEX botmesh_inbox_pending ON botmesh_inbox (seq) WHERE state = 'pending';
 CREATE TABLE botmesh_outbox (key TEXT PRIMARY KEY, expires_at TIMESTAMPTZ NOT NULL);
-"];
+",
+    r"
+CREATE TABLE botmesh_tasks (id TEXT PRIMARY KEY, last BIGINT NOT NULL);
+",
+];
 
 /// A `$n` milliseconds-from-now timestamp, on the database's clock.
 const IN_MS: &str = "(now() + ($N::BIGINT * interval '1 millisecond'))";
@@ -431,6 +436,30 @@ impl Store for PostgresStore {
         .await
         .map_err(db("release_lease"))?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        let last: Option<i64> = sqlx::query_scalar("SELECT last FROM botmesh_tasks WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("task_last"))?;
+        Ok(last.map(to_u64))
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        // One statement: the row lock decides between replicas claiming the same occurrence.
+        let claimed = sqlx::query(
+            "INSERT INTO botmesh_tasks (id, last) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET last = EXCLUDED.last
+             WHERE botmesh_tasks.last < EXCLUDED.last",
+        )
+        .bind(id)
+        .bind(to_i64(occurrence))
+        .execute(&self.pool)
+        .await
+        .map_err(db("task_claim"))?;
+        Ok(claimed.rows_affected() == 1)
     }
 
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {

@@ -13,7 +13,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{AssertSqlSafe, Executor, Row};
 
 /// The schema, one entry per version. Applied in order; never edit a released entry.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE botmesh_chats (
   id TEXT PRIMARY KEY, provider TEXT NOT NULL, lang TEXT,
   first_seen_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL);
@@ -29,7 +30,11 @@ CREATE TABLE botmesh_inbox (
   state TEXT NOT NULL, seq INTEGER NOT NULL, retain_ms INTEGER NOT NULL, forget_at INTEGER);
 CREATE INDEX botmesh_inbox_pending ON botmesh_inbox (seq) WHERE state = 'pending';
 CREATE TABLE botmesh_outbox (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL);
-"];
+",
+    r"
+CREATE TABLE botmesh_tasks (id TEXT PRIMARY KEY, last INTEGER NOT NULL);
+",
+];
 
 /// `?n` milliseconds from now, on the database's clock; times are stored as milliseconds since
 /// the Unix epoch.
@@ -441,6 +446,30 @@ impl Store for SqliteStore {
         .await
         .map_err(db("release_lease"))?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        let last: Option<i64> = sqlx::query_scalar("SELECT last FROM botmesh_tasks WHERE id = ?1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("task_last"))?;
+        Ok(last.map(to_u64))
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        // One statement: the database decides between writers claiming the same occurrence.
+        let claimed = sqlx::query(
+            "INSERT INTO botmesh_tasks (id, last) VALUES (?1, ?2)
+             ON CONFLICT (id) DO UPDATE SET last = excluded.last
+             WHERE botmesh_tasks.last < excluded.last",
+        )
+        .bind(id)
+        .bind(to_i64(occurrence))
+        .execute(&self.pool)
+        .await
+        .map_err(db("task_claim"))?;
+        Ok(claimed.rows_affected() == 1)
     }
 
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {

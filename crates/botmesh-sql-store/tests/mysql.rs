@@ -71,11 +71,16 @@ async fn replicas_starting_together_apply_the_schema_once_and_a_newer_one_is_ref
         s.await.unwrap().unwrap().pool().close().await;
     }
     let store = MySqlStore::new(&url).await.unwrap();
-    let versions: i64 = sqlx::query_scalar("SELECT count(*) FROM botmesh_schema")
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    assert_eq!(versions, 1);
+    // One row per version, each applied once, from the first to the newest.
+    let (rows, distinct, newest): (i64, i64, Option<i32>) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT version), max(version) FROM botmesh_schema",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(rows, distinct, "a version was applied twice");
+    assert_eq!(Some(rows), newest.map(i64::from), "versions are applied in order, none skipped");
+    assert!(rows >= 2, "the schema has its versions");
     store.pool().execute("INSERT INTO botmesh_schema (version) VALUES (99)").await.unwrap();
     let err = MySqlStore::connect(MySqlOptions::new(&url)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Configuration);

@@ -65,11 +65,16 @@ async fn replicas_starting_together_apply_the_schema_once() {
         s.await.unwrap().unwrap();
     }
     let store = PostgresStore::new(&url).await.unwrap();
-    let versions: i64 = sqlx::query_scalar("SELECT count(*) FROM botmesh_schema")
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    assert_eq!(versions, 1);
+    // One row per version, each applied once, from the first to the newest.
+    let (rows, distinct, newest): (i64, i64, Option<i32>) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT version), max(version) FROM botmesh_schema",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(rows, distinct, "a version was applied twice");
+    assert_eq!(Some(rows), newest.map(i64::from), "versions are applied in order, none skipped");
+    assert!(rows >= 2, "the schema has its versions");
     db.drop_db().await;
 }
 

@@ -54,12 +54,48 @@ pub async fn store_conformance(store: Arc<dyn Store>) {
         let e = store.acquire_lease(&p, "a", TTL).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unsupported);
     }
+    if caps.tasks() {
+        tasks(&store, &p).await;
+    } else {
+        let e = store.task_claim(&p, 1).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    }
     if caps.journal() {
         inbox(&*store, &p).await;
         outbox(&*store, &p).await;
     } else {
         let e = store.outbox_claim(&p, TTL).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unsupported);
+    }
+}
+
+/// Durable task records: a claim lands only for an occurrence later than every one claimed
+/// before, and of writers racing for one occurrence exactly one gets it.
+async fn tasks(store: &Arc<dyn Store>, p: &str) {
+    let id = format!("{p}:task");
+    assert_eq!(store.task_last(&id).await.unwrap(), None, "a new task has no claim");
+    assert!(store.task_claim(&id, 5).await.unwrap(), "the first claim lands");
+    assert_eq!(store.task_last(&id).await.unwrap(), Some(5));
+    assert!(!store.task_claim(&id, 5).await.unwrap(), "an occurrence is claimed once");
+    assert!(!store.task_claim(&id, 3).await.unwrap(), "an earlier occurrence is refused");
+    assert_eq!(store.task_last(&id).await.unwrap(), Some(5));
+    // Occurrences are milliseconds since the epoch for cron jobs: larger than any small count,
+    // and compared as numbers, not text.
+    let late = 1_764_806_400_000_u64;
+    assert!(store.task_claim(&id, late).await.unwrap());
+    assert!(!store.task_claim(&id, 99).await.unwrap(), "99 sorts after 1764... as text only");
+    assert_eq!(store.task_last(&id).await.unwrap(), Some(late));
+    let other = format!("{p}:task-other");
+    assert_eq!(store.task_last(&other).await.unwrap(), None, "tasks are kept apart");
+    // Eight writers race for each of ten occurrences of a fresh task.
+    let racing = format!("{p}:task-race");
+    for occurrence in 1..=10 {
+        let claims = (0..8).map(|_| {
+            let (store, racing) = (Arc::clone(store), racing.clone());
+            async move { store.task_claim(&racing, occurrence).await.unwrap() }
+        });
+        let won = futures_util::future::join_all(claims).await.into_iter().filter(|w| *w).count();
+        assert_eq!(won, 1, "occurrence {occurrence} was claimed {won} times");
     }
 }
 

@@ -241,6 +241,14 @@ impl Store for FaultyStore {
         self.inner.inbox_claim(id, from, to).await
     }
 
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        self.inner.task_last(id).await
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        self.inner.task_claim(id, occurrence).await
+    }
+
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
         self.inner.outbox_claim(key, ttl).await
     }

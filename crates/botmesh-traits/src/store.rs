@@ -19,6 +19,7 @@ pub struct StoreCapabilities {
     fenced_locks: bool,
     leases: bool,
     journal: bool,
+    tasks: bool,
     shared: bool,
 }
 
@@ -30,6 +31,7 @@ impl StoreCapabilities {
             fenced_locks: false,
             leases: false,
             journal: false,
+            tasks: false,
             shared: false,
         }
     }
@@ -41,6 +43,7 @@ impl StoreCapabilities {
             fenced_locks: true,
             leases: true,
             journal: true,
+            tasks: true,
             shared: true,
         }
     }
@@ -61,6 +64,13 @@ impl StoreCapabilities {
     /// Declares [`Store::acquire_lease`], [`Store::renew_lease`] and [`Store::release_lease`].
     pub const fn with_leases(mut self, yes: bool) -> Self {
         self.leases = yes;
+        self
+    }
+
+    /// Declares durable task records ([`Store::task_last`], [`Store::task_claim`]). Without
+    /// them, the scheduler keeps a task's record in a checkpoint row of its own name.
+    pub const fn with_tasks(mut self, yes: bool) -> Self {
+        self.tasks = yes;
         self
     }
 
@@ -90,6 +100,11 @@ impl StoreCapabilities {
     /// Whether leases are implemented.
     pub const fn leases(&self) -> bool {
         self.leases
+    }
+
+    /// Whether durable task records are implemented.
+    pub const fn tasks(&self) -> bool {
+        self.tasks
     }
 
     /// Whether the inbox journal and the outbox are implemented.
@@ -388,6 +403,22 @@ pub trait Store: Send + Sync + 'static {
     async fn release_lease(&self, name: &str, holder: &str) -> Result<bool> {
         let _ = (name, holder);
         unsupported("release_lease")
+    }
+
+    /// The last occurrence of durable task `id` claimed so far, if any. Task records are
+    /// kept apart from checkpoints: no chat key can name one.
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        let _ = id;
+        unsupported("task_last")
+    }
+
+    /// Claims occurrence `occurrence` of durable task `id`, as one atomic operation: `true`
+    /// when it is later than every occurrence claimed before (it is the last one now),
+    /// `false` when it or a later one was claimed already. Of several replicas claiming the
+    /// same occurrence, exactly one gets `true`.
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        let _ = (id, occurrence);
+        unsupported("task_claim")
     }
 
     /// Journals an inbound message unless its id is already there. `retain` bounds how long
