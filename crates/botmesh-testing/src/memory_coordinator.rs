@@ -61,7 +61,7 @@ fn after(now: Instant, d: Duration) -> Instant {
 /// use std::time::Duration;
 ///
 /// use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
-/// use botmesh_traits::Coordinator;
+/// use botmesh_traits::{ChatKey, Coordinator};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> botmesh_traits::Result<()> {
@@ -69,9 +69,10 @@ fn after(now: Instant, d: Duration) -> Instant {
 /// let a = MemoryCoordinator::new(hub.clone(), "a");
 /// let b = MemoryCoordinator::new(hub.clone(), "b");
 ///
-/// let first = a.take_ticket("chat:1").await?;
+/// let chat = ChatKey::from("chat:1");
+/// let first = a.take_ticket(&chat).await?;
 /// let turn = first.grant.clone().expect("a free chat grants the turn with the ticket");
-/// let second = b.take_ticket("chat:1").await?;
+/// let second = b.take_ticket(&chat).await?;
 /// assert!(second.grant.is_none(), "a holds the turn");
 ///
 /// a.release_turn(&turn).await?;
