@@ -192,7 +192,7 @@ impl BotBuilder {
     }
 
     /// The largest message text accepted; larger messages are refused with
-    /// [`Error::InvalidInput`] and reported.
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) and reported.
     pub fn max_body_bytes(mut self, n: usize) -> Self {
         self.max_body_bytes = n;
         self

@@ -226,7 +226,7 @@ impl ConvCtx {
     /// conversation, in this process's memory only.
     ///
     /// A forwarded flow holding such a value cannot be carried to another replica: it goes to
-    /// the fallback there (reason [`FallbackReason::NotJson`]). A `.persistent()` flow
+    /// the fallback there (reason [`FallbackReason::NotJson`](crate::FallbackReason::NotJson)). A `.persistent()` flow
     /// resumed elsewhere starts without it.
     pub fn set_local<T: Any + Send + Sync>(&self, field: &str, value: T) {
         self.st().local.insert(field.to_owned(), Arc::new(value));
