@@ -32,11 +32,11 @@ Options (defaults in brackets):
   --replicas N        replica processes [3]
   --chats N           chats sending at once [30]
   --messages N        messages per chat, 0 for as many as fit in --duration [0]
-  --duration SECS     how long traffic runs [120]
+  --duration TIME     how long traffic runs: seconds, or a duration such as 10m [120]
   --faults LIST       comma-separated: kill,stop,client-kill,pause,restart, or all, or none [all]
-  --fault-every SECS  time between two faults [6]
+  --fault-every TIME  time between two faults: seconds, or a duration such as 500ms [6]
   --durability on|off the inbox journal and outbox [on]
-  --lease-ms MS       the replicas' lease [2000]
+  --lease-ms MS       the replicas' lease, in milliseconds [2000]
   --out DIR           where histories and report.json go [target/chaos]
 ";
 
@@ -73,12 +73,13 @@ fn options() -> Result<Option<Options>> {
         }
         let value = it.next().with_context(|| format!("{flag} needs a value; see --help"))?;
         let num = |v: &str| v.parse::<u64>().with_context(|| format!("{flag}: not a number: {v}"));
+        let time = |v: &str| duration(v).with_context(|| format!("{flag}: not a duration: {v}"));
         match flag.as_str() {
             "--replicas" => o.replicas = usize::try_from(num(&value)?)?.max(2),
             "--chats" => o.chats = u32::try_from(num(&value)?)?.max(1),
             "--messages" => o.messages = u32::try_from(num(&value)?)?,
-            "--duration" => o.duration = Duration::from_secs(num(&value)?),
-            "--fault-every" => o.fault_every = Duration::from_secs(num(&value)?.max(1)),
+            "--duration" => o.duration = time(&value)?,
+            "--fault-every" => o.fault_every = time(&value)?.max(Duration::from_secs(1)),
             "--lease-ms" => o.lease = Duration::from_millis(num(&value)?.max(300)),
             "--out" => o.out = value.into(),
             "--durability" => {
@@ -102,6 +103,15 @@ fn options() -> Result<Option<Options>> {
         }
     }
     Ok(Some(o))
+}
+
+/// A duration from the command line: bare seconds (`120`), or a duration as configuration
+/// files write it (`10m`, `1h 30m`, `500ms`).
+fn duration(v: &str) -> Result<Duration> {
+    if let Ok(secs) = v.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    Ok(humantime::parse_duration(v)?)
 }
 
 fn free_port() -> Result<u16> {
@@ -546,4 +556,20 @@ async fn main() -> Result<()> {
         bail!("{} violations inside the guarantees", report.violations());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_seconds_or_humantime() {
+        assert_eq!(duration("120").unwrap(), Duration::from_secs(120));
+        assert_eq!(duration("120s").unwrap(), Duration::from_secs(120));
+        assert_eq!(duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(duration("500ms").unwrap(), Duration::from_millis(500));
+        assert!(duration("soon").is_err());
+        assert!(duration("-5").is_err());
+    }
 }
