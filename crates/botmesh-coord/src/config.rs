@@ -32,6 +32,7 @@ pub enum ProviderSession {
 /// (`store.coordinator(lease)`, `RedisCoordinator::with_lease`, `MemoryCoordinator::with_lease`;
 /// 15 s by default).
 #[derive(Clone)]
+#[must_use = "settings do nothing until `build()` turns them into the runtime"]
 pub struct CoordinationConfig {
     pub(crate) coordinator: Arc<dyn Coordinator>,
     pub(crate) turn_wait: Duration,

@@ -26,6 +26,7 @@ use crate::{
 /// Defaults: a [`MemoryStore`], English as the default language, duplicate ids remembered
 /// for the last 10,000 messages, message bodies up to 256 KiB, and an event channel of 1,024
 /// events per subscriber.
+#[must_use = "a builder does nothing until `build()`"]
 pub struct BotBuilder {
     provider: Option<Arc<dyn Provider>>,
     store: Option<Arc<dyn Store>>,

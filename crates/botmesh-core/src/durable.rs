@@ -19,6 +19,7 @@ pub(crate) use crate::repair::RELEASED;
 /// Needs a store with the journal (every backend of botmesh has one); it is shared by the
 /// replicas with Redis, Postgres, MySQL and MongoDB.
 #[derive(Debug, Clone)]
+#[must_use = "settings do nothing until given to `BotBuilder::durability`"]
 pub struct Durability {
     pub(crate) retain: Duration,
     pub(crate) outbox_ttl: Duration,

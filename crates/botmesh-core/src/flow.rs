@@ -45,6 +45,7 @@ pub(crate) type ConvFn =
 /// `core.flow.invalid`) and the step waits again. Without a validator the answer's body is
 /// stored as a string.
 #[derive(Clone)]
+#[must_use = "a question does nothing until a flow step asks it"]
 pub struct Ask {
     pub(crate) field: String,
     pub(crate) prompt: String,
@@ -125,6 +126,7 @@ impl StepDef {
 /// asking again. When that replay cannot be faithful (the flow changed, an answer could not be
 /// recorded), the step runs again from its start.
 #[derive(Clone)]
+#[must_use = "a flow does nothing until given to `BotBuilder::flow`"]
 pub struct Flow {
     pub(crate) name: String,
     pub(crate) triggers: Vec<Trigger>,
@@ -279,6 +281,7 @@ impl Flow {
 /// # let _ = support;
 /// ```
 #[derive(Clone)]
+#[must_use = "a conversation does nothing until given to `BotBuilder::conversation`"]
 pub struct Conversation {
     pub(crate) name: String,
     pub(crate) triggers: Vec<Trigger>,

@@ -134,6 +134,7 @@ pub struct HandoverInfo {
 /// # let _ = handover;
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "settings do nothing until given to `BotBuilder::handover`"]
 pub struct Handover {
     pub(crate) flows: FlowHandover,
     pub(crate) fallback: Fallback,

@@ -113,6 +113,7 @@ pub enum Missed {
 /// Makes a job durable: identified by `id`, each occurrence runs on exactly one replica.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[must_use = "options do nothing until given to a scheduled job"]
 pub struct TaskOptions {
     /// The task's id, unique among the bot's durable tasks.
     pub id: String,

@@ -13,6 +13,7 @@ pub(crate) const DEFAULT_DATABASE: &str = "botmesh";
 /// indexes created on connect.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[must_use = "options do nothing until the store connects with them"]
 pub struct MongoOptions {
     pub(crate) url: String,
     pub(crate) database: Option<String>,

@@ -74,6 +74,7 @@ pub use store::RedisStore;
 /// chat state kept one minute.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[must_use = "options do nothing until the store connects with them"]
 pub struct RedisOptions {
     pub(crate) urls: Vec<String>,
     pub(crate) prefix: String,

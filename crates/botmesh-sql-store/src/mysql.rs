@@ -68,6 +68,7 @@ fn sql(text: String) -> sqlx::AssertSqlSafe<String> {
 /// Defaults: a pool of up to 10 connections, 5 s to get one, and the schema applied on connect.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[must_use = "options do nothing until the store connects with them"]
 pub struct MySqlOptions {
     url: String,
     max_connections: u32,

@@ -62,6 +62,7 @@ fn to_i64(v: u64) -> i64 {
 /// Defaults: a pool of up to 10 connections, 5 s to get one, and the schema applied on connect.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[must_use = "options do nothing until the store connects with them"]
 pub struct PostgresOptions {
     url: String,
     max_connections: u32,

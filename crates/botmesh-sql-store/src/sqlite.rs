@@ -66,6 +66,7 @@ fn to_i64(v: u64) -> i64 {
 /// connection), 5 s to wait for a lock, write-ahead logging, and the schema applied on open.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[must_use = "options do nothing until the store opens with them"]
 pub struct SqliteOptions {
     url: String,
     max_connections: u32,
