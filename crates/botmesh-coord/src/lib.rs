@@ -51,6 +51,7 @@
 mod config;
 mod lead;
 mod runtime;
+mod turns;
 
 #[cfg(feature = "serde")]
 pub use config::CoordinationSettings;

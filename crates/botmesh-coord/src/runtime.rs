@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use botmesh_core::coordination::{Coordination, Host, Turn};
+use botmesh_core::coordination::{Coordination, Host, Journal, Own, Turn, TurnRun};
 use botmesh_core::retry;
 use botmesh_core::traits::{
     ChatKey, Coordinator, Error, Leadership, LeaseLostReason, ReleaseOptions, Ticket,
@@ -23,7 +23,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// State shared by the runtime, its loops and the turns it hands out.
-struct State {
+pub(crate) struct State {
     coordinator: Arc<dyn Coordinator>,
     replica_id: String,
     lease: Duration,
@@ -98,6 +98,25 @@ impl State {
                     tracing::warn!(target: "botmesh", error = %e, "stopping the transport after losing its lease");
                 }
             });
+        }
+    }
+
+    /// When this replica last gave its leases up because it stalled, if it ever did. Its
+    /// queued tickets may have been passed over since, and their messages taken over by
+    /// another replica.
+    pub(crate) fn given_up_at(&self) -> Option<Instant> {
+        *lock(&self.given_up_at)
+    }
+
+    /// Gives a turn back. A dropped connection is ridden out at once; a longer outage goes to
+    /// the heartbeat loop, which retries within `lease / 3`.
+    pub(crate) async fn release(&self, turn: &Arc<dyn Turn>, options: ReleaseOptions) {
+        let Some((grant, _)) = lock(&self.held).remove(turn.key()) else { return };
+        let released =
+            retry::within(self.lease / 6, || self.coordinator.release_turn_with(&grant, &options));
+        if let Err(e) = released.await {
+            tracing::warn!(target: "botmesh", key = %turn.key(), error = %e, "release failed; retrying within lease / 3");
+            lock(&self.unreleased).push((grant, options));
         }
     }
 
@@ -421,10 +440,6 @@ impl Coordination for Runtime {
         }
     }
 
-    fn given_up_at(&self) -> Option<Instant> {
-        *lock(&self.state.given_up_at)
-    }
-
     fn stalled(&self) -> bool {
         self.state.stalled()
     }
@@ -452,7 +467,7 @@ impl Coordination for Runtime {
                 }
             },
         };
-        let key = ChatKey::from(grant.key.as_str());
+        let key = grant.key.clone();
         lock(&state.held).insert(key.clone(), (grant.clone(), false));
         Ok(Arc::new(HeldTurn { key, grant, epoch, state: Arc::clone(state) }))
     }
@@ -465,15 +480,16 @@ impl Coordination for Runtime {
     }
 
     async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions) {
-        let state = &self.state;
-        let Some((grant, _)) = lock(&state.held).remove(turn.key()) else { return };
-        // A dropped connection is ridden out at once; a longer outage goes to the watchdog.
-        let released = retry::within(state.lease / 6, || {
-            state.coordinator.release_turn_with(&grant, &options)
-        });
-        if let Err(e) = released.await {
-            tracing::warn!(target: "botmesh", key = %turn.key(), error = %e, "release failed; retrying within lease / 3");
-            lock(&state.unreleased).push((grant, options));
-        }
+        self.state.release(&turn, options).await;
+    }
+
+    async fn begin(
+        &self,
+        turn: Arc<dyn Turn>,
+        own: Own,
+        sweep: Vec<String>,
+        journal: Option<Arc<dyn Journal>>,
+    ) -> Option<Box<dyn TurnRun>> {
+        crate::turns::begin(&self.state, turn, own, sweep, journal).await
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState};
 use futures_util::future::join_all;
 
+use crate::coordination::Claim;
 use crate::repair::Repair;
 use crate::shared::Shared;
 use crate::{BotError, Event};
@@ -171,22 +172,6 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
             Journaled::Failed
         }
     }
-}
-
-/// What [`claim`] found.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "one per journal record taken over, moved once; boxing would allocate for each"
-)]
-pub(crate) enum Claim {
-    /// This replica's now, to handle.
-    Claimed(Inbound),
-    /// Nothing to handle: acknowledged meanwhile, gone from the journal, or corrupt (reported
-    /// and acknowledged, so nobody tries again).
-    Gone,
-    /// Still pending under someone else (or unknown: the store failed, reported), who may be
-    /// handling it now: what comes after it in the journal must wait for it.
-    Held,
 }
 
 /// Claims pending `record` from its owner for this replica and reads its message back,

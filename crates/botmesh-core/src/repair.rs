@@ -22,9 +22,7 @@ use tokio::time::Instant;
 
 use crate::event::EventBus;
 
-/// The owner of a journaled message its replica released unfinished (it lost the chat's turn
-/// before it could handle it): the chat's next holder, or the periodic replay, takes it.
-pub(crate) const RELEASED: &str = "released";
+pub(crate) use crate::coordination::RELEASED;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The critical sections below hold no user code and do not panic.

@@ -106,39 +106,6 @@ impl Job {
     }
 }
 
-/// What one run of a job's work came to: what the worker finishes the job by (acknowledge the
-/// message, or hand it back), returned by `Worker::bounded`. Recorded while the work runs by
-/// whatever part of it learns it (a handler, a step, the end of a conversation).
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Outcome {
-    /// It did something under the turn (a stale timer does not).
-    pub(super) used: bool,
-    /// Cut short with its message's effect held by no checkpoint: with durability, the
-    /// message is handed back like a failed one.
-    pub(super) cut: bool,
-    /// It failed on a backend or the transport (a store write, a send, the turn), not on
-    /// the bot's own logic: with durability, the message is handed back instead of
-    /// acknowledged.
-    pub(super) faulted: bool,
-}
-
-impl Outcome {
-    /// Whether the message's effect may not have reached anyone or may not be stored.
-    pub(super) fn unfinished(self) -> bool {
-        self.cut || self.faulted
-    }
-}
-
-/// A journaled message a job handles, as the journal has it.
-pub(super) struct Recorded {
-    /// Its journal id.
-    pub(super) id: String,
-    /// Since when it is this replica's (journaled or taken over here).
-    pub(super) since: Instant,
-    /// The message.
-    pub(super) inbound: Inbound,
-}
-
 /// A chat's turn held under coordination, with the coordination that granted it.
 pub(super) type Held = (Arc<dyn Coordination>, Arc<dyn Turn>);
 

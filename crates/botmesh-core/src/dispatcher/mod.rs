@@ -12,9 +12,9 @@
 //! - `job.rs`: what a chat's queue carries (a message, a timer, a takeover) and the answer
 //!   owed to a waiting sender;
 //! - `ticketer.rs`: journals and takes tickets in arrival order, in front of the worker;
-//! - `worker.rs`: runs each job under the chat's turn, bounded by `settle`, and finishes it
-//!   (acknowledge, hand back, release);
-//! - `takeover.rs`: what other replicas left unfinished, in journal order, and the hand-back;
+//! - `worker.rs`: runs what each job's turn hands it, bounded by `settle`, and finishes the
+//!   turn's run (which acknowledges, hands back, releases);
+//! - `journal.rs`: the journal operations a turn's run uses, over the bot's store;
 //! - `route.rs`: hooks, the waiting conversation, triggers, handlers;
 //! - `conversation.rs`: drives the chat's conversation future, its timers and its end;
 //! - `resume.rs`: reads a conversation back from its checkpoint row;
@@ -33,16 +33,16 @@ use tracing::Instrument;
 mod conversation;
 mod exits;
 mod job;
+mod journal;
 mod replay;
 mod resume;
 mod route;
-mod takeover;
 mod ticketer;
 mod worker;
 
 pub(crate) use self::replay::replay;
 
-use self::job::{AcceptTx, Job, Journal, Outcome, Work};
+use self::job::{AcceptTx, Job, Journal, Work};
 use self::ticketer::ticketer;
 use self::worker::Worker;
 use crate::shared::Shared;
@@ -298,7 +298,7 @@ impl Dispatcher {
             active: None,
             serial: 0,
             seen_chat: false,
-            outcome: Outcome::default(),
+            outcome: crate::coordination::Outcome::default(),
             leftover: None,
         };
         tokio::spawn(worker.run(worker_rx).instrument(span));

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use botmesh_traits::ChatKey;
 
 use super::Dispatcher;
-use crate::durable::{self, Claim};
+use crate::coordination::Claim;
+use crate::durable;
 use crate::shared::Shared;
 
 /// Every `replay_every`, finds the pending messages whose owner is dead (or that a replica

@@ -28,7 +28,7 @@ impl Worker {
                 true
             }
             Work::Timer { serial, park, timer } => self.on_timer(serial, park, timer).await,
-            // Done before the job's own work, by `take_over`.
+            // What it takes over is run item by item before it; it has no work of its own.
             Work::TakeOver { .. } => false,
         }
     }

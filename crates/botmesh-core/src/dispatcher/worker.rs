@@ -1,8 +1,8 @@
 //! The worker: one task per chat that runs the chat's jobs one at a time. For each job it
-//! waits for the chat's turn (under coordination), takes over what the grant passed over,
-//! runs the job bounded by `settle`, then acknowledges or hands back its journaled message
-//! and gives the turn back. The job's own work is routing (`route.rs`) and driving the
-//! conversation (`conversation.rs`).
+//! waits for the chat's turn (under coordination), runs what the turn's run hands it (what
+//! other replicas left, and the job's own work), each bounded by `settle`, and finishes the
+//! run, which acknowledges or hands back and gives the turn back. The work itself is routing
+//! (`route.rs`) and driving the conversation (`conversation.rs`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -15,11 +15,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::conversation::Active;
-use super::job::{Held, Job, Journal, Outcome, Recorded, TIMER_RETRY, Work};
-use super::takeover::LeftOver;
+use super::job::{Held, Job, Journal, TIMER_RETRY, Work};
 use super::ticketer::journal_jobs;
 use super::{Dispatcher, lock, panic_message};
-use crate::coordination::TurnSlot;
+use crate::coordination::{Item, Local, Outcome, Own, Recorded, TurnRun, TurnSlot};
 use crate::durable;
 use crate::shared::Shared;
 use crate::{BotError, EndReason, Event, HandoverOutcome, Message, Result};
@@ -120,8 +119,10 @@ impl Worker {
         }
     }
 
-    /// Runs one job under the chat's turn (when coordinated), bounded by `settle`; with
-    /// durability, then acknowledges its message or queues it again.
+    /// Runs one job under the chat's turn (when coordinated), bounded by `settle`. The turn's
+    /// run says what to handle, in the chat's journal order (what other replicas left, and the
+    /// job's own work), and finishes the job's message (acknowledged or handed back) with the
+    /// turn.
     pub(super) async fn run_job(&mut self, mut job: Job) {
         let shared = Arc::clone(self.shared());
         if self.disp.handing_back() {
@@ -134,7 +135,8 @@ impl Worker {
         job.answer(Ok(()));
         self.turn.set_first_attempt(false);
         let Job { work, ticket, journal, .. } = job;
-        let recorded = match (journal, &work) {
+        let mut first = false;
+        let own = match (journal, &work) {
             (Journal::Duplicate, Work::Message(m)) => {
                 shared.events.emit(Event::Duplicate { key: self.key.clone(), id: m.id.clone() });
                 return;
@@ -142,95 +144,54 @@ impl Worker {
             // Its sender was told to deliver it again.
             (Journal::Refused | Journal::Elsewhere, _) => return,
             // Kept to queue the message again if its effect cannot be stored.
-            (Journal::Recorded { id, since, first }, Work::Message(m)) => {
-                self.turn.set_first_attempt(first);
-                Some(Recorded { id, since, inbound: m.clone() })
+            (Journal::Recorded { id, since, first: f }, Work::Message(m)) => {
+                first = f;
+                Own::Journaled(Recorded { id, since, inbound: m.clone() })
             }
+            (_, Work::TakeOver { .. }) => Own::Nothing,
+            _ => Own::Unjournaled,
+        };
+        let id = match &own {
+            Own::Journaled(recorded) => Some(recorded.id.clone()),
             _ => None,
         };
-        let Ok(turn) = self.acquire(ticket, &work, recorded.as_ref()).await else { return };
-        if let (Some(recorded), Some(held)) = (&recorded, &turn)
-            && self.taken_while_stalled(recorded, held).await
-        {
-            return;
-        }
-        let changed_hands = turn.as_ref().is_some_and(|(_, t)| t.changed_hands());
-        // Unfinished messages of the chat that the grant passed over: those journaled before
-        // this turn's own message are handled first, the rest right after it.
-        let mut passed = turn.as_ref().map(|(_, t)| t.passed_over().to_vec()).unwrap_or_default();
+        let Ok(held) = self.acquire(ticket, &work, id.as_deref()).await else { return };
         let sweep = match &work {
-            Work::TakeOver { passed: more } => {
-                passed.extend(more.iter().cloned());
-                true
-            }
-            _ => false,
+            Work::TakeOver { passed } => passed.clone(),
+            _ => Vec::new(),
         };
-        let left = if shared.durability.is_some() && (sweep || !passed.is_empty()) {
-            self.left_over(&passed, recorded.as_ref().map(|r| r.id.as_str())).await
-        } else {
-            Some(LeftOver::default())
-        };
-        // Unread (the store failed), what comes first is unknown: hand everything on.
-        let unread = left.is_none();
-        let LeftOver { before, after, rest, own_gone } = left.unwrap_or_default();
-        let recorded = match recorded {
-            Some(recorded) if own_gone => {
-                // Another holder took this message over while it waited here for its turn.
-                let id = recorded.inbound.id;
-                shared.events.emit(Event::Duplicate { key: self.key.clone(), id });
-                None
-            }
-            recorded => recorded,
-        };
-        for record in &rest {
-            self.release_record(&record.id, &record.owner).await;
-        }
-        let mut used = !before.is_empty();
-        let mut lost = unread || self.take_over(before, changed_hands).await;
-        // Interrupted (the turn lost) rather than failed: the message is not to blame.
-        let mut interrupted = lost;
-        let mut outcome = Outcome::default();
-        if !lost {
-            if !own_gone {
-                outcome = self.bounded(work, changed_hands && !used).await;
-                used |= outcome.used;
-            }
-            // Lost mid-way (this replica stalled past its lease), failed on a backend, or cut
-            // with an answer no checkpoint holds: what it did may not have reached anyone, or
-            // may not be stored. The next holder takes it over, before anything later.
-            interrupted = turn.as_ref().is_some_and(|(_, t)| t.check().is_err());
-            lost = interrupted || (outcome.unfinished() && recorded.is_some());
-        }
-        // Acknowledged only once a checkpoint holds the message's effect.
-        let mut ack = match recorded {
-            Some(r) if lost => {
-                self.give_back(&r.inbound, &r.id, !interrupted).await;
-                None
-            }
-            Some(r) => {
-                let mut failures = lock(&self.disp.failures);
-                if !failures.is_empty() {
-                    failures.remove(&r.id);
+        let journal = self.disp.journal();
+        let mut run: Box<dyn TurnRun> = match held {
+            Some((coordination, turn)) => {
+                match coordination.begin(turn, own, sweep, journal).await {
+                    Some(run) => run,
+                    // Taken over elsewhere while this replica stalled; the turn went back.
+                    None => return self.turn.set(None),
                 }
-                Some(r.id)
             }
-            None => None,
+            None => Box::new(Local::new(self.key.clone(), own, journal)),
         };
-        if !after.is_empty() {
-            if lost {
-                for record in &after {
-                    self.release_record(&record.id, &record.owner).await;
+        let mut work = Some(work);
+        while let Some(item) = run.next().await {
+            let outcome = match item {
+                Item::TakenOver { inbound, changed_hands } => {
+                    self.turn.set_first_attempt(false);
+                    self.bounded(Work::Message(inbound), changed_hands).await
                 }
-            } else {
-                if let Some(id) = ack.take() {
-                    durable::acknowledge(&shared, &self.key, &id).await;
+                Item::Own { changed_hands } => {
+                    self.turn.set_first_attempt(first);
+                    match work.take() {
+                        Some(work) => self.bounded(work, changed_hands).await,
+                        None => Outcome::default(),
+                    }
                 }
-                lost = self.take_over(after, false).await;
-                used = true;
-            }
+            };
+            run.done(outcome).await;
         }
-        let hand_back = lost || !rest.is_empty();
-        self.finish(turn, ack, used, hand_back).await;
+        let retain = self.waiting_for();
+        // Nothing new may act under the turn from here on: it goes back.
+        self.turn.set(None);
+        run.finish(retain).await;
     }
 
     /// Hands back a job a stopping bot has no time left for: its ticket is withdrawn and its
@@ -273,7 +234,7 @@ impl Worker {
         &mut self,
         ticket: Option<Result<Ticket, Error>>,
         work: &Work,
-        recorded: Option<&Recorded>,
+        recorded: Option<&str>,
     ) -> Result<Option<Held>, ()> {
         let shared = Arc::clone(self.shared());
         let (Some(ticket), Some(coordination)) = (ticket, &shared.coordination) else {
@@ -285,7 +246,7 @@ impl Worker {
                 // A stopping bot that ran out of time does not wait for turns any more.
                 () = self.disp.handing_back_now() => {
                     coordination.withdraw(ticket).await;
-                    self.not_run(work, recorded.map(|r| r.id.as_str())).await;
+                    self.not_run(work, recorded).await;
                     return Err(());
                 }
             },
@@ -294,10 +255,10 @@ impl Worker {
         let turn = match acquired {
             Ok(turn) => turn,
             Err(e) => {
-                if let Some(recorded) = recorded {
+                if let Some(id) = recorded {
                     // Not the message's fault: no attempt is counted. The ticket was withdrawn
                     // naming this replica, so the next holder takes it.
-                    self.hand_back(&recorded.id).await;
+                    self.hand_back(id).await;
                 }
                 if let (Work::Timer { serial, .. }, Some(active)) = (work, self.active.as_mut())
                     && active.serial == *serial
@@ -326,51 +287,12 @@ impl Worker {
         Ok(Some((Arc::clone(coordination), turn)))
     }
 
-    /// Whether this replica stalled since `recorded` was journaled and the replica that took
-    /// the chat over took the message too; if so, the turn `held` is given back unused, with
-    /// what its grant passed over passed on to the next holder, unread.
-    pub(super) async fn taken_while_stalled(&mut self, recorded: &Recorded, held: &Held) -> bool {
-        let (coordination, turn) = held;
-        if coordination.given_up_at().is_none_or(|at| at <= recorded.since)
-            || self.still_ours(&recorded.id).await
-        {
-            return false;
-        }
-        self.turn.set(None);
-        let options = if turn.passed_over().is_empty() {
-            ReleaseOptions::unused()
-        } else {
-            ReleaseOptions::unused().handing_back()
-        };
-        coordination.release(Arc::clone(turn), options).await;
-        true
-    }
-
-    /// Acknowledges `ack` and gives the turn back (`used`, or `hand_back` what this turn could
-    /// not finish) at once: the next holder may start while the acknowledgement is on the wire.
-    pub(super) async fn finish(
-        &mut self,
-        turn: Option<Held>,
-        ack: Option<String>,
-        used: bool,
-        hand_back: bool,
-    ) {
+    /// Releases journaled message `id`, which this replica could not run, for the chat's next
+    /// holder: it takes the message over before its own (its grant names this replica), or,
+    /// if the chat stays quiet, the periodic replay does.
+    pub(super) async fn hand_back(&mut self, id: &str) {
         let shared = Arc::clone(self.shared());
-        let (retain, slot, key) = (self.waiting_for(), Arc::clone(&self.turn), self.key.clone());
-        let ack = async {
-            if let Some(id) = ack {
-                durable::acknowledge(&shared, &key, &id).await;
-            }
-        };
-        let release = async move {
-            if let Some((coordination, turn)) = turn {
-                slot.set(None);
-                let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
-                let options = if hand_back { options.handing_back() } else { options };
-                coordination.release(turn, options.retain(retain)).await;
-            }
-        };
-        tokio::join!(ack, release);
+        durable::release(&shared, &self.key, id, &shared.owner).await;
     }
 
     /// Runs `work`, bounded by `settle` under coordination, and returns what it came to.

@@ -2,17 +2,28 @@
 //!
 //! `botmesh-core` defines these traits and calls them around every message; `botmesh-coord`
 //! implements them over a coordination backend. The runtime code of `botmesh-core` sees the
-//! replica protocol only through [`Coordination`] and [`Turn`], never the backend itself. A
-//! bot built without coordination never touches them.
+//! replica protocol only through [`Coordination`], the [`Turn`] it grants and the
+//! [`TurnRun`] a turn's work becomes, never the backend itself. Per chat, the bot asks two
+//! things: tickets in arrival order ([`Coordination::take_tickets`]), and a turn
+//! ([`Coordination::acquire`], then [`Coordination::begin`]) whose run hands it, in the
+//! chat's journal order, what to handle and finishes each message. What moves journal records
+//! between replicas (taking over, handing back, releasing) lives behind that seam; the bot
+//! implements the journal operations it uses ([`Journal`]). A bot built without coordination
+//! never touches any of it: its turns are a small local run of the job's own work.
+//!
+//! `run.rs` holds the types of a turn's work, `slot.rs` the fence every effect goes through.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+mod run;
+mod slot;
+
+use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::Notify;
 
 use botmesh_traits::{ChatKey, Error, ReleaseOptions, Ticket, TransportStatus, async_trait};
 
+pub(crate) use self::run::Local;
+pub use self::run::{Claim, Item, Journal, Outcome, Own, RELEASED, Recorded, TurnRun};
+pub(crate) use self::slot::TurnSlot;
 use crate::{BotError, Event};
 
 /// A chat's turn, held by this replica while one message (or one conversation timer) is
@@ -112,12 +123,19 @@ pub trait Coordination: Send + Sync + 'static {
     /// replica was passed over. A ticket already granted is given back.
     async fn withdraw(&self, ticket: Ticket);
 
-    /// When this replica last gave its leases up because it stalled, if it ever did. Its
-    /// queued tickets may have been passed over since, and their messages taken over by
-    /// another replica.
-    fn given_up_at(&self) -> Option<tokio::time::Instant> {
-        None
-    }
+    /// Begins the work of `turn`, just acquired for a job whose own work is `own`: what the
+    /// turn is to run, in the chat's journal order. That is what the replicas its grant passed
+    /// over (and, for a takeover, the incarnations in `sweep`) left unfinished in `journal`,
+    /// around the job's own message; what follows a message still queued elsewhere is
+    /// released for a later holder. `None` when the job's message was taken over by another
+    /// replica while this one stalled: the turn was given back unused.
+    async fn begin(
+        &self,
+        turn: Arc<dyn Turn>,
+        own: Own,
+        sweep: Vec<String>,
+        journal: Option<Arc<dyn Journal>>,
+    ) -> Option<Box<dyn TurnRun>>;
 
     /// Whether this replica cannot vouch for its leases right now: its last renewal is too
     /// old (it froze, or the backend does not answer), so its turns may already be another
@@ -132,129 +150,4 @@ pub trait Coordination: Send + Sync + 'static {
     /// of the chat stays waiting in this replica's memory. A release that fails on the wire is
     /// retried by the runtime.
     async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions);
-}
-
-/// The turn a chat's worker holds right now, shared with the contexts of that chat so that
-/// their sends and checkpoint writes are fenced, and so that the worker can let the effects
-/// already on the wire finish before it gives the turn up.
-#[derive(Default)]
-pub(crate) struct TurnSlot {
-    turn: Mutex<Option<Arc<dyn Turn>>>,
-    /// The message handled now is handled for the first time (journaled by this very job).
-    first: AtomicBool,
-    /// The job running under the turn was cut short (at `settle`, or by a stop): no new effect
-    /// may start under it.
-    cut: AtomicBool,
-    /// Effects (sends, checkpoint writes) started and not finished.
-    in_flight: AtomicUsize,
-    /// Woken when the last effect in flight finishes.
-    idle: Notify,
-}
-
-/// Counts an effect as in flight until it finishes or is dropped.
-struct InFlight<'a>(&'a TurnSlot);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
-}
-
-impl TurnSlot {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<dyn Turn>>> {
-        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Says whether the message handled now is handled for the first time (journaled by this
-    /// very job), as opposed to taken over, replayed or retried.
-    pub(crate) fn set_first_attempt(&self, first: bool) {
-        self.first.store(first, Ordering::SeqCst);
-    }
-
-    /// See [`TurnSlot::set_first_attempt`].
-    pub(crate) fn first_attempt(&self) -> bool {
-        self.first.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn set(&self, turn: Option<Arc<dyn Turn>>) {
-        *self.lock() = turn;
-    }
-
-    pub(crate) fn take(&self) -> Option<Arc<dyn Turn>> {
-        self.lock().take()
-    }
-
-    /// The fence of the turn held now, if any.
-    pub(crate) fn fence(&self) -> Option<u64> {
-        self.lock().as_ref().map(|t| t.fence())
-    }
-
-    /// `Ok` outside a turn (no coordination, or work running after its turn, such as a
-    /// background task), else the turn's own check; refused once the job was cut short.
-    pub(crate) fn check(&self) -> Result<(), Error> {
-        match &*self.lock() {
-            Some(turn) if self.is_cut() => Err(Error::LeaseLost {
-                key: turn.key().to_string(),
-                reason: botmesh_traits::LeaseLostReason::Released,
-            }),
-            Some(turn) => turn.check(),
-            None => Ok(()),
-        }
-    }
-
-    /// Marks the job running under the turn as cut short (or not, for the next job).
-    pub(crate) fn set_cut(&self, cut: bool) {
-        self.cut.store(cut, Ordering::SeqCst);
-    }
-
-    /// Whether the job running under the turn was cut short.
-    pub(crate) fn is_cut(&self) -> bool {
-        self.cut.load(Ordering::SeqCst)
-    }
-
-    /// Runs an effect (a send, a checkpoint write) counted as in flight: a job cut short lets
-    /// it finish before the turn goes, so it cannot land after the next holder started.
-    ///
-    /// The turn is checked again every time the effect is polled, before it makes progress: a
-    /// process frozen in the middle of a send (after the check that let it start) wakes up to
-    /// a lost turn and drops the send instead of finishing it out of turn. What the effect
-    /// already handed to the network before the freeze reached it before the freeze, inside
-    /// the turn.
-    pub(crate) async fn effect<T, E, F>(&self, effect: F) -> Result<T, E>
-    where
-        F: Future<Output = Result<T, E>>,
-        E: From<Error>,
-    {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let _counted = InFlight(self);
-        let mut effect = std::pin::pin!(effect);
-        std::future::poll_fn(|cx| {
-            if let Err(lost) = self.check_turn() {
-                return std::task::Poll::Ready(Err(lost.into()));
-            }
-            effect.as_mut().poll(cx)
-        })
-        .await
-    }
-
-    /// The turn's own check, without the cut: an effect started before a cut may finish.
-    fn check_turn(&self) -> Result<(), Error> {
-        match &*self.lock() {
-            Some(turn) => turn.check(),
-            None => Ok(()),
-        }
-    }
-
-    /// Waits until no effect is in flight.
-    pub(crate) async fn effects_done(&self) {
-        loop {
-            let idle = self.idle.notified();
-            if self.in_flight.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            idle.await;
-        }
-    }
 }

@@ -1,0 +1,136 @@
+//! The turn a chat's worker holds, shared with the chat's contexts: every send and checkpoint
+//! write goes through it, checked against the turn before it starts and while it runs.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
+
+use botmesh_traits::Error;
+
+use super::Turn;
+
+/// The turn a chat's worker holds right now, shared with the contexts of that chat so that
+/// their sends and checkpoint writes are fenced, and so that the worker can let the effects
+/// already on the wire finish before it gives the turn up.
+#[derive(Default)]
+pub(crate) struct TurnSlot {
+    turn: Mutex<Option<Arc<dyn Turn>>>,
+    /// The message handled now is handled for the first time (journaled by this very job).
+    first: AtomicBool,
+    /// The job running under the turn was cut short (at `settle`, or by a stop): no new effect
+    /// may start under it.
+    cut: AtomicBool,
+    /// Effects (sends, checkpoint writes) started and not finished.
+    in_flight: AtomicUsize,
+    /// Woken when the last effect in flight finishes.
+    idle: Notify,
+}
+
+/// Counts an effect as in flight until it finishes or is dropped.
+struct InFlight<'a>(&'a TurnSlot);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl TurnSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<dyn Turn>>> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Says whether the message handled now is handled for the first time (journaled by this
+    /// very job), as opposed to taken over, replayed or retried.
+    pub(crate) fn set_first_attempt(&self, first: bool) {
+        self.first.store(first, Ordering::SeqCst);
+    }
+
+    /// See [`TurnSlot::set_first_attempt`].
+    pub(crate) fn first_attempt(&self) -> bool {
+        self.first.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn set(&self, turn: Option<Arc<dyn Turn>>) {
+        *self.lock() = turn;
+    }
+
+    pub(crate) fn take(&self) -> Option<Arc<dyn Turn>> {
+        self.lock().take()
+    }
+
+    /// The fence of the turn held now, if any.
+    pub(crate) fn fence(&self) -> Option<u64> {
+        self.lock().as_ref().map(|t| t.fence())
+    }
+
+    /// `Ok` outside a turn (no coordination, or work running after its turn, such as a
+    /// background task), else the turn's own check; refused once the job was cut short.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        match &*self.lock() {
+            Some(turn) if self.is_cut() => Err(Error::LeaseLost {
+                key: turn.key().to_string(),
+                reason: botmesh_traits::LeaseLostReason::Released,
+            }),
+            Some(turn) => turn.check(),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the job running under the turn as cut short (or not, for the next job).
+    pub(crate) fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+    }
+
+    /// Whether the job running under the turn was cut short.
+    pub(crate) fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::SeqCst)
+    }
+
+    /// Runs an effect (a send, a checkpoint write) counted as in flight: a job cut short lets
+    /// it finish before the turn goes, so it cannot land after the next holder started.
+    ///
+    /// The turn is checked again every time the effect is polled, before it makes progress: a
+    /// process frozen in the middle of a send (after the check that let it start) wakes up to
+    /// a lost turn and drops the send instead of finishing it out of turn. What the effect
+    /// already handed to the network before the freeze reached it before the freeze, inside
+    /// the turn.
+    pub(crate) async fn effect<T, E, F>(&self, effect: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let _counted = InFlight(self);
+        let mut effect = std::pin::pin!(effect);
+        std::future::poll_fn(|cx| {
+            if let Err(lost) = self.check_turn() {
+                return std::task::Poll::Ready(Err(lost.into()));
+            }
+            effect.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    /// The turn's own check, without the cut: an effect started before a cut may finish.
+    fn check_turn(&self) -> Result<(), Error> {
+        match &*self.lock() {
+            Some(turn) => turn.check(),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until no effect is in flight.
+    pub(crate) async fn effects_done(&self) {
+        loop {
+            let idle = self.idle.notified();
+            if self.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
