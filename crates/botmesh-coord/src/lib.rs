@@ -6,6 +6,10 @@
 //! - **Turns.** Every message takes a ticket in its chat's queue on arrival; the chat's turns
 //!   go to tickets in order, whichever replica holds them. The bot holds the turn until the
 //!   conversation the message fed waits again or ends, at most [`CoordinationConfig::settle`].
+//! - **A turn's work.** A turn hands the bot, in the chat's journal order, what the replicas
+//!   its grant passed over (dead, stalled, or handing their work back) left unfinished, around
+//!   the message the turn was taken for; it acknowledges each message once handled, hands back
+//!   what this replica cannot finish, and releases what must wait for a later holder.
 //! - **Leases.** Each replica renews its heartbeat every `lease / 3`; one renewal covers every
 //!   turn and leadership it holds. A replica that dies loses them after `lease`.
 //! - **The stall rule.** A replica that could not renew for most of its lease (two thirds of
