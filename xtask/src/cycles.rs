@@ -1,5 +1,6 @@
 //! Import cycles among a crate's modules: each top-level module of `src/` (a file, or a folder
-//! with its submodules) is a node, each `use crate::<module>` outside tests an edge.
+//! with its submodules) is a node, each `use crate::<module>` outside tests an edge, and so is
+//! each path `crate::<module>::...` written inline in code (not in comments).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -56,11 +57,44 @@ fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             }
         }
     }
+    inline_paths(src, &mut graph);
     let modules: BTreeSet<String> = graph.keys().cloned().collect();
     for deps in graph.values_mut() {
         deps.retain(|d| modules.contains(d));
     }
     graph
+}
+
+/// Adds an edge for every path `crate::<module>::` written inline in code outside tests and
+/// comments: a call such as `crate::turns::begin(..)` depends on its module as a `use` does.
+fn inline_paths(src: &Path, graph: &mut BTreeMap<String, BTreeSet<String>>) {
+    let mut files = Vec::new();
+    crate::tidy::rust_files(src, &mut files);
+    for f in files {
+        let Ok(rel) = f.strip_prefix(src) else { continue };
+        let Some(first) = rel.components().next() else { continue };
+        let module = first.as_os_str().to_string_lossy().trim_end_matches(".rs").to_owned();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let text = fs::read_to_string(&f).unwrap_or_default();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let deps = graph.entry(module.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (at, _) in line.match_indices("crate::") {
+                let preceded = line[..at].chars().next_back();
+                if preceded.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                let rest = &line[at + "crate::".len()..];
+                let name: String =
+                    rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if !name.is_empty() && rest[name.len()..].starts_with("::") && name != module {
+                    deps.insert(name);
+                }
+            }
+        }
+    }
 }
 
 /// The import cycles among the modules of `src`, each as its modules' names, sorted.
@@ -132,6 +166,23 @@ mod tests {
             ],
         );
         assert_eq!(find(&src), vec![vec!["a".to_owned(), "b".to_owned()]]);
+    }
+
+    #[test]
+    fn a_path_written_inline_is_an_edge_but_one_in_a_comment_is_not() {
+        let src = crate_with(
+            "inline",
+            &[
+                ("runtime.rs", "//! R.\nfn f() { crate::turns::begin(); }\n"),
+                ("turns.rs", "//! T.\nuse crate::runtime::State;\n"),
+                ("lead.rs", "//! L.\n/// See [`x`](crate::turns::begin).\nfn g() {}\n"),
+                (
+                    "config.rs",
+                    "//! C.\nuse crate::lead;\nfn h() { botmesh_core::crate_like::x(); }\n",
+                ),
+            ],
+        );
+        assert_eq!(find(&src), vec![vec!["runtime".to_owned(), "turns".to_owned()]]);
     }
 
     #[test]

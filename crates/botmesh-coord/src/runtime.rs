@@ -15,6 +15,7 @@ use botmesh_core::{BotError, Event, FollowReason};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::turns::{self, Grants};
 use crate::{CoordinationConfig, ProviderSession};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -101,16 +102,24 @@ impl State {
         }
     }
 
+    /// Whether the transport leadership `lead` is still this replica's (not given up since).
+    fn leads(&self, lead: &Leadership) -> bool {
+        lock(&self.leading).as_ref().is_some_and(|l| l.fence == lead.fence)
+    }
+}
+
+#[async_trait]
+impl Grants for State {
     /// When this replica last gave its leases up because it stalled, if it ever did. Its
     /// queued tickets may have been passed over since, and their messages taken over by
     /// another replica.
-    pub(crate) fn given_up_at(&self) -> Option<Instant> {
+    fn given_up_at(&self) -> Option<Instant> {
         *lock(&self.given_up_at)
     }
 
     /// Gives a turn back. A dropped connection is ridden out at once; a longer outage goes to
     /// the heartbeat loop, which retries within `lease / 3`.
-    pub(crate) async fn release(&self, turn: &Arc<dyn Turn>, options: ReleaseOptions) {
+    async fn release(&self, turn: &Arc<dyn Turn>, options: ReleaseOptions) {
         let Some((grant, _)) = lock(&self.held).remove(turn.key()) else { return };
         let released =
             retry::within(self.lease / 6, || self.coordinator.release_turn_with(&grant, &options));
@@ -118,11 +127,6 @@ impl State {
             tracing::warn!(target: "botmesh", key = %turn.key(), error = %e, "release failed; retrying within lease / 3");
             lock(&self.unreleased).push((grant, options));
         }
-    }
-
-    /// Whether the transport leadership `lead` is still this replica's (not given up since).
-    fn leads(&self, lead: &Leadership) -> bool {
-        lock(&self.leading).as_ref().is_some_and(|l| l.fence == lead.fence)
     }
 }
 
@@ -480,7 +484,7 @@ impl Coordination for Runtime {
     }
 
     async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions) {
-        self.state.release(&turn, options).await;
+        Grants::release(&*self.state, &turn, options).await;
     }
 
     async fn begin(
@@ -490,6 +494,7 @@ impl Coordination for Runtime {
         sweep: Vec<String>,
         journal: Option<Arc<dyn Journal>>,
     ) -> Option<Box<dyn TurnRun>> {
-        crate::turns::begin(&self.state, turn, own, sweep, journal).await
+        let grants: Arc<dyn Grants> = Arc::clone(&self.state) as Arc<dyn Grants>;
+        turns::begin(&grants, turn, own, sweep, journal).await
     }
 }

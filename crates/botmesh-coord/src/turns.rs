@@ -15,8 +15,17 @@ use botmesh_core::coordination::{
 use botmesh_core::traits::{
     ChatKey, InboxRecord, InboxState, MessageId, ReleaseOptions, async_trait,
 };
+use tokio::time::Instant;
 
-use crate::runtime::State;
+/// What a turn's run needs of the runtime that granted the turn.
+#[async_trait]
+pub(crate) trait Grants: Send + Sync + 'static {
+    /// When this replica last gave its leases up because it stalled, if it ever did.
+    fn given_up_at(&self) -> Option<Instant>;
+
+    /// Gives a turn back.
+    async fn release(&self, turn: &Arc<dyn Turn>, options: ReleaseOptions);
+}
 
 /// What a turn takes over (see [`left_over`]), in journal order.
 #[derive(Debug, Default)]
@@ -139,7 +148,7 @@ async fn left_over(
 /// Begins the work of `turn`, just acquired for a job whose own work is `own` (see
 /// `Coordination::begin`).
 pub(crate) async fn begin(
-    state: &Arc<State>,
+    state: &Arc<dyn Grants>,
     turn: Arc<dyn Turn>,
     own: Own,
     sweep: Vec<String>,
@@ -147,7 +156,7 @@ pub(crate) async fn begin(
 ) -> Option<Box<dyn TurnRun>> {
     let key = turn.key().clone();
     if let (Own::Journaled(recorded), Some(journal)) = (&own, &journal)
-        && taken_while_stalled(state, journal.as_ref(), &key, recorded).await
+        && taken_while_stalled(state.as_ref(), journal.as_ref(), &key, recorded).await
     {
         // The replica that took the chat over meanwhile took this message too: the turn goes
         // back unused, with what its grant passed over passed on, unread.
@@ -212,7 +221,7 @@ pub(crate) async fn begin(
 /// Whether this replica stalled since `recorded` was journaled and the replica that took the
 /// chat over took the message too.
 async fn taken_while_stalled(
-    state: &State,
+    state: &dyn Grants,
     journal: &dyn Journal,
     key: &ChatKey,
     recorded: &Recorded,
@@ -244,7 +253,7 @@ enum Pending {
 
 /// A turn's run under coordination.
 struct Run {
-    state: Arc<State>,
+    state: Arc<dyn Grants>,
     turn: Arc<dyn Turn>,
     key: ChatKey,
     journal: Option<Arc<dyn Journal>>,
