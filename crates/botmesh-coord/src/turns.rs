@@ -172,13 +172,13 @@ pub(crate) async fn begin(
     let sweeping = !sweep.is_empty() || matches!(own, Own::Nothing);
     let mut passed = turn.passed_over().to_vec();
     passed.extend(sweep);
-    let own_id = match &own {
-        Own::Journaled(recorded) => Some(recorded.id.clone()),
-        _ => None,
-    };
     let left = match &journal {
         Some(journal) if sweeping || !passed.is_empty() => {
-            left_over(journal.as_ref(), &key, &passed, own_id.as_deref()).await
+            let own_id = match &own {
+                Own::Journaled(recorded) => Some(recorded.id.as_str()),
+                _ => None,
+            };
+            left_over(journal.as_ref(), &key, &passed, own_id).await
         }
         _ => Some(LeftOver::default()),
     };
@@ -403,10 +403,9 @@ impl TurnRun for Run {
                 let stalled = self.turn.check().is_err();
                 if stalled || outcome.unfinished() {
                     journal.give_back(&self.key, &message, &record.id, !stalled).await;
+                    // Nothing more is taken over under this turn.
                     self.release_list().await;
                     self.lost = true;
-                    // Nothing more is taken over under this turn.
-                    self.list.clear();
                     if self.phase == Phase::After {
                         self.phase = Phase::Finished;
                     }
@@ -422,16 +421,17 @@ impl TurnRun for Run {
         }
     }
 
-    async fn finish(self: Box<Self>, retain: Option<Duration>) {
-        let Run { state, turn, key, journal, ack, used, lost, rest_left, .. } = *self;
+    async fn finish(&mut self, retain: Option<Duration>) {
+        let ack = self.ack.take();
         let acknowledged = async {
-            if let (Some(id), Some(journal)) = (ack, &journal) {
-                journal.acknowledge(&key, &id).await;
+            if let (Some(id), Some(journal)) = (ack, &self.journal) {
+                journal.acknowledge(&self.key, &id).await;
             }
         };
-        let options = if used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
-        let options = if lost || rest_left { options.handing_back() } else { options };
-        let released = state.release(&turn, options.retain(retain));
+        let options = if self.used { ReleaseOptions::used() } else { ReleaseOptions::unused() };
+        let handing_back = self.lost || self.rest_left;
+        let options = if handing_back { options.handing_back() } else { options };
+        let released = self.state.release(&self.turn, options.retain(retain));
         // The next holder may start while the acknowledgement is on the wire.
         tokio::join!(acknowledged, released);
     }

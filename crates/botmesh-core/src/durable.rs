@@ -7,12 +7,10 @@ use std::time::Duration;
 use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState};
 use futures_util::future::join_all;
 
-use crate::coordination::Claim;
+use crate::coordination::{Claim, RELEASED};
 use crate::repair::Repair;
 use crate::shared::Shared;
 use crate::{BotError, Event};
-
-pub(crate) use crate::repair::RELEASED;
 
 /// Inbound messages journaled in the store, taken over when their replica dies, and sends
 /// deduplicated through the outbox.

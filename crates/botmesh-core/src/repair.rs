@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::event::EventBus;
 
-pub(crate) use crate::coordination::RELEASED;
+use crate::coordination::RELEASED;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The critical sections below hold no user code and do not panic.

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use botmesh_traits::{BoxError, CasOutcome, CheckpointWrite, Error, Store};
+use botmesh_traits::{BoxError, CasOutcome, CheckpointRecord, CheckpointWrite, Error, Store};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
@@ -311,8 +311,15 @@ async fn last_claimed(store: &dyn Store, id: &str) -> Result<Option<u64>, BotErr
         return Ok(store.task_last(id).await?);
     }
     let record = fallback_row(id);
-    let Some(rec) = store.get_checkpoint(&record).await? else { return Ok(None) };
-    let value: serde_json::Value = serde_json::from_str(&rec.data)
+    match store.get_checkpoint(&record).await? {
+        Some(row) => last_in(&record, &row),
+        None => Ok(None),
+    }
+}
+
+/// The last occurrence a fallback checkpoint row `record` holds (`{"last": occurrence}`).
+fn last_in(record: &str, row: &CheckpointRecord) -> Result<Option<u64>, BotError> {
+    let value: serde_json::Value = serde_json::from_str(&row.data)
         .map_err(|e| Error::corrupt(format!("task record {record}"), e))?;
     Ok(value["last"].as_u64())
 }
@@ -328,9 +335,7 @@ async fn claim(store: &dyn Store, id: &str, occurrence: u64) -> Result<bool, Bot
     loop {
         let current = store.get_checkpoint(&record).await?;
         let last = match &current {
-            Some(rec) => serde_json::from_str::<serde_json::Value>(&rec.data)
-                .map_err(|e| Error::corrupt(format!("task record {record}"), e))?["last"]
-                .as_u64(),
+            Some(row) => last_in(&record, row)?,
             None => None,
         };
         if last.is_some_and(|l| l >= occurrence) {

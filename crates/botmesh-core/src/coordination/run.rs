@@ -165,7 +165,8 @@ pub trait TurnRun: Send {
     /// Gives the turn back (acknowledging the job's message at the same time), marked as a
     /// hand-back when something was left for the next holder. `retain` is how long a
     /// conversation of the chat waits in this replica's memory.
-    async fn finish(self: Box<Self>, retain: Option<Duration>);
+    /// Called once, after [`next`](Self::next) returned `None`.
+    async fn finish(&mut self, retain: Option<Duration>);
 }
 
 /// The work of a turn without coordination (one process): the job's own work alone, then its
@@ -205,9 +206,9 @@ impl TurnRun for Local {
         }
     }
 
-    async fn finish(self: Box<Self>, _retain: Option<Duration>) {
-        if let (Some(id), Some(journal)) = (&self.ack, &self.journal) {
-            journal.acknowledge(&self.key, id).await;
+    async fn finish(&mut self, _retain: Option<Duration>) {
+        if let (Some(id), Some(journal)) = (self.ack.take(), &self.journal) {
+            journal.acknowledge(&self.key, &id).await;
         }
     }
 }

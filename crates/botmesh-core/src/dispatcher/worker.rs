@@ -161,15 +161,23 @@ impl Worker {
             _ => Vec::new(),
         };
         let journal = self.disp.journal();
-        let mut run: Box<dyn TurnRun> = match held {
+        // One process runs its work on the stack; a coordinated turn's run comes boxed.
+        let (mut local, mut coordinated);
+        let run: &mut dyn TurnRun = match held {
             Some((coordination, turn)) => {
                 match coordination.begin(turn, own, sweep, journal).await {
-                    Some(run) => run,
+                    Some(run) => {
+                        coordinated = run;
+                        coordinated.as_mut()
+                    }
                     // Taken over elsewhere while this replica stalled; the turn went back.
                     None => return self.turn.set(None),
                 }
             }
-            None => Box::new(Local::new(self.key.clone(), own, journal)),
+            None => {
+                local = Local::new(self.key.clone(), own, journal);
+                &mut local
+            }
         };
         let mut work = Some(work);
         while let Some(item) = run.next().await {
