@@ -25,6 +25,11 @@ pub fn chat_id(chat: u32) -> String {
     format!("c{chat}")
 }
 
+/// The chat back from a chat key (`chaos-webhook:c12`), or from a store key of the chat.
+pub fn chat_of_key(key: &str) -> Option<u32> {
+    key.strip_prefix(PROVIDER)?.strip_prefix(":c")?.parse().ok()
+}
+
 /// The message id of message `seq` of chat `chat`: what a webhook sender retries with.
 pub fn message_id(chat: u32, seq: u32) -> String {
     format!("c{chat}-{seq}")

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{BotError, Content, Event, Inbound};
+use botmesh_core::{BotError, Content, Event, Inbound, Media};
 use tokio::time::Instant;
 
 use crate::support::builder;
@@ -88,8 +88,8 @@ async fn hooks_rewrite_what_the_rest_of_the_bot_sees() {
     let (b, provider, _) = builder();
     let bot = b
         .before_message(|mut m| async move {
-            if let Content::Voice { url, .. } = m.content().clone() {
-                m.set_body(format!("transcript of {url}")).set_kind("text").set_lang("es");
+            if let Content::Voice { media, .. } = m.content().clone() {
+                m.set_body(format!("transcript of {}", media.url)).set_kind("text").set_lang("es");
             }
             Ok::<_, BotError>(m)
         })
@@ -102,7 +102,7 @@ async fn hooks_rewrite_what_the_rest_of_the_bot_sees() {
         .build()
         .unwrap();
     bot.start().await.unwrap();
-    let voice = Content::Voice { url: "v1.ogg".into(), mime: None, seconds: Some(3) };
+    let voice = Content::Voice { media: Media::new("v1.ogg"), seconds: Some(3) };
     provider.inject(Inbound::new("test", "1", "c", voice));
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c"), ["transcript of v1.ogg|text|es"]);

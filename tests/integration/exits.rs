@@ -105,7 +105,7 @@ async fn single(
 
 /// After a cancel: no checkpoint, no timer fires, and the next message routes as new.
 async fn nothing_left(bot: &Bot, provider: &TestProvider, store: &dyn Store, texts: &[&str]) {
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None, "no checkpoint left");
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None, "no checkpoint left");
     tokio::time::sleep(Duration::from_secs(120)).await;
     provider.say("c", "M");
     provider.settled(bot).await;
@@ -222,7 +222,7 @@ async fn an_interrupting_trigger_ends_the_waiting_flow_and_a_plain_one_is_an_ans
         provider.texts_to("c"),
         ["In how many seconds?", "Please send a number of seconds.", "Size?", "How many?", "2 x M"]
     );
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -253,8 +253,8 @@ async fn a_persistent_flow_set_aside_by_an_interruption_resumes_after_it_complet
     provider.say("c", "green");
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c").last().map(String::as_str), Some("Ann likes green"));
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None);
-    assert_eq!(store.get_checkpoint("c|aside").await.unwrap(), None, "nothing left aside");
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None);
+    assert_eq!(store.get_checkpoint("test:c|aside").await.unwrap(), None, "nothing left aside");
 }
 
 #[tokio::test(start_paused = true)]
@@ -270,8 +270,8 @@ async fn a_flow_set_aside_is_forgotten_when_the_interruption_is_cancelled() {
     }
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c"), ["Name?", "Size?", CANCELLED]);
-    assert_eq!(store.get_checkpoint("c|aside").await.unwrap(), None);
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(store.get_checkpoint("test:c|aside").await.unwrap(), None);
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None);
 }
 
 fn events_of(replicas: &[&Replica], reason: EndReason) -> usize {
@@ -291,7 +291,7 @@ async fn a_cancel_word_from_the_other_replica_ends_the_flow_there_and_nothing_of
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), [CANCELLED]);
     assert_eq!(events_of(&[&a, &b], EndReason::Cancelled), 1);
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None);
     // a's copy in memory is stale: its timeout acts under a turn and finds that out.
     tokio::time::sleep(Duration::from_secs(3)).await;
     a.provider.say("c", "M");
@@ -316,7 +316,7 @@ async fn an_interrupting_trigger_from_the_other_replica_ends_the_old_flow_once_a
     assert_eq!(events_of(&[&a, &b], EndReason::Interrupted), 1, "ended once");
     assert_eq!(a.provider.texts_to("c"), ["In how many seconds?", "How many?"]);
     assert_eq!(b.provider.texts_to("c"), ["Size?", "3 x S"], "the new flow went on, in order");
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None);
 }
 
 async fn a_flow_set_aside_by_an_interruption_resumes_on_whichever_replica_the_interruption_ends(
@@ -351,8 +351,8 @@ async fn a_flow_set_aside_by_an_interruption_resumes_on_whichever_replica_the_in
     a.provider.say("c", "red");
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c").last().map(String::as_str), Some("Ann likes red"));
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
-    assert_eq!(backend.store().get_checkpoint("c|aside").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c|aside").await.unwrap(), None);
 }
 
 /// Two replicas running `flow`; a gets `at_a` (settling after each), then b gets `cancel`.
@@ -379,7 +379,7 @@ async fn cancelled_from_b(
     a.provider.settled(&a.bot).await;
     assert_eq!(b.provider.texts_to("c"), [CANCELLED]);
     assert_eq!(events_of(&[&a, &b], EndReason::Cancelled), 1, "ended once");
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "no checkpoint left");
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None, "no checkpoint left");
     (a, b)
 }
 
@@ -427,11 +427,11 @@ async fn a_cancel_word_from_the_other_replica_clears_the_stub_of_a_conversation_
     let b = replica(backend, "b", TestProvider::new(), |c| c, bot).await;
     a.provider.say("c", "help");
     a.provider.settled(&a.bot).await;
-    assert!(backend.store().get_checkpoint("c").await.unwrap().is_some(), "a left a stub");
+    assert!(backend.store().get_checkpoint("test:c").await.unwrap().is_some(), "a left a stub");
     b.provider.say("c", "stop");
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), [CANCELLED], "no interruption notice: it was cancelled");
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "the stub is gone");
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None, "the stub is gone");
     assert_eq!(events_of(&[&a, &b], EndReason::Cancelled), 1);
     // a's copy in memory times out under a turn, finds itself stale, and says nothing.
     tokio::time::sleep(Duration::from_secs(3)).await;

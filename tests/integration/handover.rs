@@ -97,7 +97,7 @@ async fn a_forwarded_flow_continues_on_the_other_replica_after_a_crash(backend: 
     let b = replica(backend, "b", TestProvider::new(), |c| c, with(h(), order())).await;
     a.provider.say("c", "order");
     a.provider.settled(&a.bot).await;
-    assert!(backend.store().get_checkpoint("c").await.unwrap().is_some(), "a forwarded it");
+    assert!(backend.store().get_checkpoint("test:c").await.unwrap().is_some(), "a forwarded it");
     a.coordinator.crash();
     b.provider.say("c", "M");
     b.provider.settled(&b.bot).await;
@@ -106,7 +106,7 @@ async fn a_forwarded_flow_continues_on_the_other_replica_after_a_crash(backend: 
     assert_eq!(a.provider.texts_to("c"), ["Size?"]);
     assert_eq!(b.provider.texts_to("c"), ["How many?", "2 x M"], "b went on at the right step");
     assert!(outcomes(&b).contains(&HandoverOutcome::Continued));
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "cleared at the end");
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None, "cleared at the end");
 }
 
 async fn a_forwarded_checkpoint_expires_after_the_ttl(backend: &impl Backend) {
@@ -118,7 +118,7 @@ async fn a_forwarded_checkpoint_expires_after_the_ttl(backend: &impl Backend) {
     a.coordinator.crash();
     // Real seconds on Redis: the store's expiry runs on its own clock.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None);
     b.provider.say("c", "M");
     b.provider.settled(&b.bot).await;
     assert!(b.provider.texts_to("c").is_empty(), "the expired flow is gone: M routes as new");
@@ -148,7 +148,7 @@ async fn a_replica_that_does_not_forward_resumes_and_clears_an_ephemeral_checkpo
     b.provider.say("c", "S");
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), ["How many?"]);
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "b cleared it");
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None, "b cleared it");
     b.provider.say("c", "1");
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), ["How many?", "1 x S"], "and went on in memory");
@@ -170,7 +170,7 @@ async fn a_changed_flow_goes_to_the_fallback_with_reason_changed(backend: &impl 
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), [INTERRUPTED], "not resumed at the wrong step");
     assert_eq!(outcomes(&b), [HandoverOutcome::Notified(FallbackReason::Changed)]);
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None);
 }
 
 async fn a_flow_holding_state_that_is_not_json_goes_to_the_fallback(backend: &impl Backend) {
@@ -190,7 +190,7 @@ async fn a_flow_holding_state_that_is_not_json_goes_to_the_fallback(backend: &im
     let b = replica(backend, "b", TestProvider::new(), |c| c, with(h(), quote())).await;
     a.provider.say("c", "quote");
     a.provider.settled(&a.bot).await;
-    let stub = backend.store().get_checkpoint("c").await.unwrap().unwrap();
+    let stub = backend.store().get_checkpoint("test:c").await.unwrap().unwrap();
     assert!(stub.data.contains("not-json"), "a stub, not the flow: {}", stub.data);
     b.provider.say("c", "5");
     b.provider.settled(&b.bot).await;
@@ -237,7 +237,11 @@ async fn fallback_notify_tells_the_user_and_consumes_the_message(backend: &impl 
     let (_a, b) = conversation_cut_over(backend, || Fallback::Notify).await;
     assert_eq!(b.provider.texts_to("c"), [INTERRUPTED]);
     assert_eq!(outcomes(&b), [HandoverOutcome::Notified(FallbackReason::Conversation)]);
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "the stub is cleared");
+    assert_eq!(
+        backend.store().get_checkpoint("test:c").await.unwrap(),
+        None,
+        "the stub is cleared"
+    );
 }
 
 async fn fallback_restart_enters_the_conversation_again(backend: &impl Backend) {
@@ -265,7 +269,7 @@ async fn fallback_custom_function_decides(backend: &impl Backend) {
         outcomes(&b),
         [HandoverOutcome::Custom { reason: FallbackReason::Conversation, consumed: true }]
     );
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None);
 }
 
 async fn fallback_drop_writes_no_stub_and_routes_the_message(backend: &impl Backend) {
@@ -274,7 +278,7 @@ async fn fallback_drop_writes_no_stub_and_routes_the_message(backend: &impl Back
     let b = replica(backend, "b", TestProvider::new(), |c| c, bot).await;
     a.provider.say("c", "help");
     a.provider.settled(&a.bot).await;
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "no write at all");
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None, "no write at all");
     b.provider.say("c", "printer");
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), ["echo printer"], "routed as a new message");
@@ -337,7 +341,7 @@ async fn cut_step_scenario(backend: &impl Backend, durable: bool, form: &str) {
             .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Suspended, .. })),
         "a's step was cut at settle"
     );
-    let checkpoint = backend.store().get_checkpoint("c").await.unwrap().unwrap();
+    let checkpoint = backend.store().get_checkpoint("test:c").await.unwrap().unwrap();
     assert!(checkpoint.data.contains(form), "answer recorded as {form}: {}", checkpoint.data);
     say(&b, "b1", "Ann");
     b.provider.settled(&b.bot).await;
@@ -629,7 +633,11 @@ async fn limit_a_conversation_cut_before_its_first_wait_leaves_no_stub(backend: 
     let b = replica(backend, "b", TestProvider::new(), settle, bot(false)).await;
     a.provider.say("c", "help");
     a.provider.settled(&a.bot).await;
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "nothing to hand over");
+    assert_eq!(
+        backend.store().get_checkpoint("test:c").await.unwrap(),
+        None,
+        "nothing to hand over"
+    );
     b.provider.say("c", "printer");
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), ["echo printer"]);

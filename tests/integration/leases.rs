@@ -57,7 +57,7 @@ async fn one_lost_chat_of_a_stalled_replica_is_one_lease_lost_event(backend: &im
     tokio::time::sleep(LEASE * 3).await;
     a.coordinator.set_stalled(false);
     a.provider.settled(&a.bot).await;
-    assert_eq!(lease_lost_events(&a, "c"), 1, "{:?}", a.rec.events());
+    assert_eq!(lease_lost_events(&a, "test:c"), 1, "{:?}", a.rec.events());
     assert_eq!(lease_lost_errors(&a), 0, "the loss is not reported again as an error");
     assert!(
         a.rec
@@ -74,7 +74,7 @@ async fn one_lost_chat_of_a_crashed_replica_is_one_lease_lost_event(backend: &im
     tokio::time::sleep(Duration::from_millis(20)).await;
     a.coordinator.crash();
     tokio::time::sleep(LEASE * 6).await;
-    assert_eq!(lease_lost_events(&a, "c"), 1, "{:?}", a.rec.events());
+    assert_eq!(lease_lost_events(&a, "test:c"), 1, "{:?}", a.rec.events());
     assert_eq!(lease_lost_errors(&a), 0);
 }
 
@@ -125,18 +125,22 @@ async fn a_stalled_replica_drops_its_conversation_and_never_writes_the_checkpoin
     a.provider.say("c", "M");
     tokio::time::sleep(Duration::from_millis(20)).await;
     a.coordinator.set_stalled(true);
-    let kept = backend.store().get_checkpoint("c").await.unwrap().unwrap();
+    let kept = backend.store().get_checkpoint("test:c").await.unwrap().unwrap();
     // b takes the chat once a's lease ran out, and finishes the flow from a's checkpoint.
     b.provider.say("c", "hello?");
     b.provider.wait_sent(1).await;
     assert_eq!(b.provider.texts_to("c"), ["packed M"]);
     b.provider.settled(&b.bot).await;
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "b's flow ended");
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None, "b's flow ended");
     // a recovers; its stale step wakes up and finds the turn gone: it writes and sends nothing.
     a.coordinator.set_stalled(false);
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["Size?"]);
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "a cleared nothing back");
+    assert_eq!(
+        backend.store().get_checkpoint("test:c").await.unwrap(),
+        None,
+        "a cleared nothing back"
+    );
     assert!(
         a.rec
             .events()
@@ -147,7 +151,7 @@ async fn a_stalled_replica_drops_its_conversation_and_never_writes_the_checkpoin
     a.provider.say("c", "order");
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["Size?", "Size?"]);
-    assert_ne!(backend.store().get_checkpoint("c").await.unwrap().unwrap().data, kept.data);
+    assert_ne!(backend.store().get_checkpoint("test:c").await.unwrap().unwrap().data, kept.data);
 }
 
 async fn a_suspended_step_s_background_task_never_writes_the_checkpoint_once_the_chat_is_taken_again(
@@ -186,10 +190,10 @@ async fn a_suspended_step_s_background_task_never_writes_the_checkpoint_once_the
     );
     a.provider.say("c", "hello");
     a.provider.settled(&a.bot).await;
-    let resumed = backend.store().get_checkpoint("c").await.unwrap().unwrap();
+    let resumed = backend.store().get_checkpoint("test:c").await.unwrap().unwrap();
     tokio::time::sleep(LEASE * 5).await;
     assert_eq!(
-        backend.store().get_checkpoint("c").await.unwrap().unwrap(),
+        backend.store().get_checkpoint("test:c").await.unwrap().unwrap(),
         resumed,
         "the stale task wrote nothing"
     );
@@ -322,5 +326,5 @@ async fn a_send_still_in_flight_when_the_turn_is_lost_never_reaches_the_user(
     a.provider.settled(&a.bot).await;
     assert!(a.provider.sent().is_empty(), "the late send was dropped: {:?}", a.provider.sent());
     assert_eq!(b.provider.texts_to("c"), ["did two"]);
-    assert_eq!(lease_lost_events(&a, "c"), 1);
+    assert_eq!(lease_lost_events(&a, "test:c"), 1);
 }

@@ -43,7 +43,10 @@ async fn a_persistent_flow_survives_a_new_bot_on_the_same_store() {
     p1.say("c", "order");
     p1.settled(&first).await;
     first.stop().await.unwrap();
-    assert!(store.get_checkpoint("c").await.unwrap().is_some(), "the checkpoint outlives the bot");
+    assert!(
+        store.get_checkpoint("test:c").await.unwrap().is_some(),
+        "the checkpoint outlives the bot"
+    );
 
     // A new process: the answer to the parked question continues the flow.
     let (second, p2, rec) = bot_on(Arc::clone(&store)).await;
@@ -56,7 +59,7 @@ async fn a_persistent_flow_survives_a_new_bot_on_the_same_store() {
         rec.events().iter().any(|e| matches!(e, Event::ConversationStarted { resumed: true, .. }))
     );
     assert_eq!(
-        store.get_checkpoint("c").await.unwrap(),
+        store.get_checkpoint("test:c").await.unwrap(),
         None,
         "a finished flow clears its checkpoint"
     );
@@ -102,10 +105,10 @@ async fn a_flow_parked_on_a_later_question_keeps_its_first_answer_for_the_step_r
 #[tokio::test]
 async fn a_corrupt_checkpoint_is_reported_and_the_conversation_resets() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    store.set_checkpoint("c", &CheckpointWrite::new("{not json")).await.unwrap();
+    store.set_checkpoint("test:c", &CheckpointWrite::new("{not json")).await.unwrap();
     store
         .set_checkpoint(
-            "d",
+            "test:d",
             &CheckpointWrite::new(
                 json!({"v": 1, "flow": "gone", "step": 0, "question": 0, "state": {}}).to_string(),
             ),
@@ -122,7 +125,11 @@ async fn a_corrupt_checkpoint_is_reported_and_the_conversation_resets() {
     // The message routes as a new one: "order" starts the flow afresh.
     assert_eq!(provider.texts_to("c"), ["Size?"]);
     assert!(provider.texts_to("d").is_empty());
-    assert_eq!(store.get_checkpoint("d").await.unwrap(), None, "the unreadable row is cleared");
+    assert_eq!(
+        store.get_checkpoint("test:d").await.unwrap(),
+        None,
+        "the unreadable row is cleared"
+    );
 }
 
 #[tokio::test]
@@ -146,7 +153,7 @@ async fn user_data_is_kept_in_the_store() {
     provider.say("c", "hi");
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c"), ["visit 1", "visit 2"]);
-    assert_eq!(store.get_user_data("c").await.unwrap().as_deref(), Some(r#"{"visits":2}"#));
+    assert_eq!(store.get_user_data("test:c").await.unwrap().as_deref(), Some(r#"{"visits":2}"#));
 }
 
 #[tokio::test]
@@ -161,5 +168,5 @@ async fn stopping_keeps_a_waiting_persistent_flow_s_checkpoint() {
             .iter()
             .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Stopped, .. }))
     );
-    assert!(store.get_checkpoint("c").await.unwrap().is_some());
+    assert!(store.get_checkpoint("test:c").await.unwrap().is_some());
 }

@@ -76,10 +76,10 @@ async fn forwarded_then_crashed(
 async fn lives_until(backend: &Memory, t0: Instant, ttl: Duration) {
     let store = backend.store();
     tokio::time::sleep_until(t0 + ttl - Duration::from_secs(1)).await;
-    let before = store.get_checkpoint("c").await.unwrap();
+    let before = store.get_checkpoint("test:c").await.unwrap();
     assert!(before.is_some_and(|c| c.data.contains("ephemeral")), "still there before {ttl:?}");
     tokio::time::sleep_until(t0 + ttl + Duration::from_secs(1)).await;
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None, "expired after {ttl:?}");
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None, "expired after {ttl:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -135,7 +135,7 @@ async fn every_wait_writes_the_forwarded_checkpoint_again_with_a_fresh_ttl() {
     let t0 =
         forwarded_then_crashed(&backend, Handover::new().ttl(ttl), None, &[(answered, "M")]).await;
     let store = backend.store();
-    let parked = store.get_checkpoint("c").await.unwrap().unwrap();
+    let parked = store.get_checkpoint("test:c").await.unwrap().unwrap();
     assert!(parked.data.contains(r#""step":1"#), "parked on the second question: {}", parked.data);
     // Past the first wait's expiry (t0 + 60 s), the second wait's write (t0 + 40 s) lives on.
     lives_until(&backend, t0 + answered, ttl).await;

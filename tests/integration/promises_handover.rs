@@ -103,13 +103,17 @@ async fn a_plain_flow_not_forwarded_goes_to_fallback_notify_with_reason_not_forw
     let (a, b) =
         cut_over(backend, || Handover::new().fallback(Fallback::Notify), "order", &["c"]).await;
     assert_eq!(a.provider.texts_to("c"), ["Size?"]);
-    let stub = backend.store().get_checkpoint("c").await.unwrap().unwrap();
+    let stub = backend.store().get_checkpoint("test:c").await.unwrap().unwrap();
     assert!(stub.data.contains("not-forwarded"), "a left a stub, not the flow: {}", stub.data);
     b.provider.say("c", "M");
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), [INTERRUPTED], "told, and M was consumed");
     assert_eq!(outcomes(&b), [HandoverOutcome::Notified(FallbackReason::NotForwarded)]);
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "the stub is cleared");
+    assert_eq!(
+        backend.store().get_checkpoint("test:c").await.unwrap(),
+        None,
+        "the stub is cleared"
+    );
 }
 
 async fn a_plain_flow_not_forwarded_is_entered_again_by_fallback_restart(backend: &impl Backend) {
@@ -148,7 +152,11 @@ async fn a_custom_fallback_returning_false_lets_the_message_route_and_says_not_c
     assert_eq!(b.provider.texts_to("d"), ["What went wrong?"], "a trigger started its flow");
     let custom = HandoverOutcome::Custom { reason: FallbackReason::Conversation, consumed: false };
     assert_eq!(outcomes(&b), [custom, custom]);
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "c's stub is cleared");
+    assert_eq!(
+        backend.store().get_checkpoint("test:c").await.unwrap(),
+        None,
+        "c's stub is cleared"
+    );
 }
 
 async fn the_stub_a_conversation_leaves_is_cleared_when_it_ends_normally(backend: &impl Backend) {
@@ -163,7 +171,7 @@ async fn the_stub_a_conversation_leaves_is_cleared_when_it_ends_normally(backend
     a.provider.settled(&a.bot).await;
     let stub = |chat| {
         let store = Arc::clone(&store);
-        async move { store.get_checkpoint(chat).await.unwrap().map(|c| c.data) }
+        async move { store.get_checkpoint(&format!("test:{chat}")).await.unwrap().map(|c| c.data) }
     };
     assert!(stub("c").await.unwrap().contains(r#""stub":"conversation""#));
     assert!(stub("d").await.unwrap().contains(r#""stub":"not-forwarded""#));
@@ -186,7 +194,7 @@ async fn a_plain_flow_lost_on_another_replica_routes_the_message_there_as_a_new_
     let b = replica(backend, "b", TestProvider::new(), |c| c, bot).await;
     a.provider.say("c", "order");
     a.provider.settled(&a.bot).await;
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None, "nothing written");
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None, "nothing written");
     b.provider.say("c", "M");
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), ["echo M"], "routed as a new message");
@@ -244,7 +252,7 @@ async fn goto_runs_the_next_flow_under_the_same_turn_and_it_continues_on_another
     // Had the turn been given up at the goto, b would have run `prepare` again and asked.
     assert_eq!(b.provider.texts_to("c"), ["one M"], "M answered the question a parked on");
     assert!(outcomes(&b).contains(&HandoverOutcome::Continued));
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None);
 }
 
 const IDLE: Duration = Duration::from_secs(2);
@@ -392,7 +400,7 @@ async fn while_redis_is_down_a_handler_s_store_call_fails_as_store_and_its_send_
         .events()
         .iter()
         .filter_map(|e| match e {
-            Event::Error { key: Some(key), error } if key.as_str() == "e" => {
+            Event::Error { key: Some(key), error } if key.as_str() == "test:e" => {
                 Some(error.as_contract().map(Error::kind))
             }
             _ => None,

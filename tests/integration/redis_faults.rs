@@ -639,5 +639,5 @@ async fn every_call_on_the_message_path_rides_out_a_dropped_connection() {
     assert_eq!(provider.texts_to("c"), expected, "each message answered once, in order");
     assert!(rec.errors().is_empty(), "nothing failed: {:?}", rec.errors());
     assert!(store.inbox_pending(10).await.unwrap().is_empty(), "every message acknowledged");
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None, "the flow ended");
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None, "the flow ended");
 }

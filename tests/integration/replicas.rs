@@ -193,7 +193,7 @@ async fn a_stalled_replica_s_send_fails_with_lease_lost_and_the_new_owner_procee
         .rec
         .events()
         .into_iter()
-        .filter(|e| matches!(e, Event::LeaseLost { key, .. } if key.as_str() == "c"))
+        .filter(|e| matches!(e, Event::LeaseLost { key, .. } if key.as_str() == "test:c"))
         .collect();
     assert!(
         matches!(lost.as_slice(), [Event::LeaseLost { reason: LeaseLostReason::Stalled, .. }]),
@@ -306,7 +306,7 @@ async fn a_persistent_flow_continues_on_the_other_replica_at_the_parked_step(
             .any(|e| matches!(e, Event::Handover { outcome: HandoverOutcome::Dropped, .. })),
         "a dropped its stale copy"
     );
-    assert_eq!(backend.store().get_checkpoint("c").await.unwrap(), None);
+    assert_eq!(backend.store().get_checkpoint("test:c").await.unwrap(), None);
 }
 
 async fn a_refused_checkpoint_write_ends_the_conversation_as_superseded(backend: &impl Backend) {
@@ -315,8 +315,9 @@ async fn a_refused_checkpoint_write_ends_the_conversation_as_superseded(backend:
     a.provider.say("c", "order");
     a.provider.settled(&a.bot).await;
     // Another holder wrote after a's last write (a replica that took the chat while a froze).
-    let newer = store.get_checkpoint("c").await.unwrap().unwrap();
-    let rev = store.set_checkpoint("c", &CheckpointWrite::new(newer.data.clone())).await.unwrap();
+    let newer = store.get_checkpoint("test:c").await.unwrap().unwrap();
+    let rev =
+        store.set_checkpoint("test:c", &CheckpointWrite::new(newer.data.clone())).await.unwrap();
     a.provider.say("c", "L");
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["Size?"], "the superseded flow stops before asking on");
@@ -333,7 +334,7 @@ async fn a_refused_checkpoint_write_ends_the_conversation_as_superseded(backend:
             .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::LeaseLost, .. }))
     );
     assert_eq!(
-        store.get_checkpoint("c").await.unwrap().unwrap().revision,
+        store.get_checkpoint("test:c").await.unwrap().unwrap().revision,
         rev,
         "the newer row stays"
     );
@@ -357,7 +358,7 @@ async fn a_stale_timer_is_dropped_without_messaging_the_user_or_clearing_the_new
     tokio::time::sleep(Duration::from_secs(3)).await;
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["Size?"], "a's stale timer sent nothing");
-    assert!(store.get_checkpoint("c").await.unwrap().is_some(), "b's checkpoint is intact");
+    assert!(store.get_checkpoint("test:c").await.unwrap().is_some(), "b's checkpoint is intact");
     b.provider.wait_sent(2).await;
     assert_eq!(
         b.provider.texts_to("c"),
@@ -394,7 +395,7 @@ async fn a_step_running_past_settle_is_cut_short_keeping_its_checkpoint(backend:
             .iter()
             .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Suspended, .. }))
     );
-    assert!(backend.store().get_checkpoint("c").await.unwrap().is_some());
+    assert!(backend.store().get_checkpoint("test:c").await.unwrap().is_some());
     assert!(a.provider.texts_to("c").iter().all(|t| !t.starts_with("finished")));
     // The cut step had its first answer already, recorded in the checkpoint: b feeds it that
     // answer instead of asking again, and does not take "hello" for it.

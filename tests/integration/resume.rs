@@ -86,7 +86,7 @@ async fn across_a_restart(n: usize, parked: usize, durable: bool) {
     expected.push(summary(n));
     assert_eq!(p2.texts_to("c"), expected, "{n} questions, parked on Q{parked}, durable {durable}");
     assert!(rec.errors().is_empty(), "{:?}", rec.errors());
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None, "the flow ended");
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None, "the flow ended");
 }
 
 /// Replica `a` starts the form and takes `parked` answers; the rest reach replica `b`.
@@ -111,7 +111,7 @@ async fn across_a_handover(n: usize, parked: usize, durable: bool) {
     assert!(
         rec.events().iter().any(|e| matches!(e, Event::ConversationStarted { resumed: true, .. }))
     );
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None, "the flow ended");
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None, "the flow ended");
 }
 
 #[tokio::test(start_paused = true)]
@@ -213,7 +213,7 @@ async fn a_resumed_step_that_ends_before_using_its_recorded_answers_stands_and_i
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c"), ["q0=a0 q1=a1"], "what it did is not done twice");
     assert!(diverged(&rec), "the unused answers are reported");
-    assert_eq!(store.get_checkpoint("c").await.unwrap(), None, "the flow went on and ended");
+    assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None, "the flow went on and ended");
 }
 
 #[tokio::test(start_paused = true)]
@@ -225,7 +225,7 @@ async fn an_answer_too_large_to_embed_makes_the_resumed_step_start_again() {
     say(&p1, "m1", &"z".repeat(20 * 1024));
     p1.settled(&first).await;
     first.stop().await.unwrap();
-    let doc = store.get_checkpoint("c").await.unwrap().unwrap();
+    let doc = store.get_checkpoint("test:c").await.unwrap().unwrap();
     assert!(doc.data.contains(r#""unrecorded":true"#), "{}", doc.data);
 
     let (second, p2, _) = bot(&store, 3, None, false).await;
@@ -244,7 +244,7 @@ async fn a_checkpoint_with_only_a_first_answer_from_an_earlier_version_still_res
         "v": 1, "flow": "form", "step": 0, "question": 1, "state": {},
         "answer": { "form": "embedded", "message": message },
     });
-    store.set_checkpoint("c", &CheckpointWrite::new(doc.to_string())).await.unwrap();
+    store.set_checkpoint("test:c", &CheckpointWrite::new(doc.to_string())).await.unwrap();
     let (bot, provider, _) = bot(&store, 2, None, false).await;
     say(&provider, "m1", "a1");
     provider.settled(&bot).await;

@@ -61,7 +61,7 @@ async fn a_step_that_panics_ends_its_flow_and_the_chat_goes_on() {
             .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Failed, .. }))
     );
     assert_eq!(
-        bot.store().get_checkpoint("c").await.unwrap(),
+        bot.store().get_checkpoint("test:c").await.unwrap(),
         None,
         "a failed flow does not leave a checkpoint to fail again"
     );
@@ -107,13 +107,13 @@ async fn a_very_large_body_is_refused_with_a_typed_error_and_the_chat_goes_on() 
     let huge = "y".repeat(10 * 1024 * 1024);
     assert!(bot.dispatch(Inbound::text("test", "1", "c", big)).unwrap());
     let refused = bot.dispatch(Inbound::text("test", "2", "c", huge)).unwrap_err();
-    assert_eq!(refused.as_contract().map(|e| e.kind()), Some(ErrorKind::InvalidInput));
+    assert_eq!(refused.as_contract().map(|e| e.kind()), Some(ErrorKind::TooLarge));
     assert!(bot.dispatch(Inbound::text("test", "3", "c", "small")).unwrap());
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c"), ["65536 bytes", "5 bytes"]);
     let errors = rec.errors();
     assert_eq!(errors.len(), 1, "the refusal is also an error event");
-    assert!(errors[0].to_string().contains("over the limit"));
+    assert!(errors[0].to_string().contains("too large"));
 }
 
 #[tokio::test]
@@ -202,6 +202,6 @@ async fn a_flow_whose_transport_goes_away_mid_step_keeps_its_checkpoint() {
             .iter()
             .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Suspended, .. }))
     );
-    let kept = bot.store().get_checkpoint("c").await.unwrap();
+    let kept = bot.store().get_checkpoint("test:c").await.unwrap();
     assert!(kept.is_some(), "the user's progress is kept for when the transport is back");
 }

@@ -66,7 +66,7 @@ fn replies(sent: &[Outbound]) -> HashMap<String, usize> {
 
 fn assert_each_answered_once(counts: &HashMap<String, usize>) {
     for m in messages("test") {
-        let n = counts.get(m.content.text().unwrap()).copied().unwrap_or(0);
+        let n = counts.get(m.content.as_text().unwrap()).copied().unwrap_or(0);
         assert_eq!(n, 1, "message {} answered {n} times", m.id);
     }
 }

@@ -104,12 +104,12 @@ mod without_compare_and_set {
         pb.say("c", "hello?");
         pb.wait_sent(2).await;
         assert_eq!(pb.texts_to("c"), ["packed", "Gift wrap?"], "b took over");
-        let b_wrote = store.get_checkpoint("c").await.unwrap().unwrap();
+        let b_wrote = store.get_checkpoint("test:c").await.unwrap().unwrap();
         // a's step wakes up: the fence refuses its send and its next step's checkpoint.
         ca.set_stalled(false);
         pa.settled(&a).await;
         assert_eq!(pa.texts_to("c"), ["Size?"]);
-        assert_eq!(store.get_checkpoint("c").await.unwrap().unwrap(), b_wrote);
+        assert_eq!(store.get_checkpoint("test:c").await.unwrap().unwrap(), b_wrote);
         assert!(
             ra.events().iter().any(|e| matches!(
                 e,

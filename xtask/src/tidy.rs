@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 /// Crates `botmesh-traits` may depend on: the contract stays free of runtimes and backends.
-const TRAITS_ALLOWED: &[&str] = &["async-trait", "futures-core", "serde", "thiserror"];
+const TRAITS_ALLOWED: &[&str] = &["async-trait", "bytes", "futures-core", "serde", "thiserror"];
+
+/// Crates `botmesh-traits` may depend on optionally, for its `webhook` feature: what webhook
+/// providers share to serve HTTP. Off by default, so the contract alone pulls in none of them.
+const TRAITS_WEBHOOK: &[&str] = &["axum", "subtle", "tokio", "tower-http"];
 
 /// Crates that must never appear under `botmesh-traits`, even transitively.
 const TRAITS_FORBIDDEN: &[&str] =
@@ -52,7 +56,7 @@ fn value(manifest: &str, key: &str) -> Option<String> {
 }
 
 /// The names in a manifest's `[dependencies]` table.
-fn dependencies(manifest: &str) -> Vec<String> {
+fn dependencies(manifest: &str) -> Vec<(String, bool)> {
     let mut inside = false;
     let mut deps = Vec::new();
     for line in manifest.lines() {
@@ -61,9 +65,10 @@ fn dependencies(manifest: &str) -> Vec<String> {
             inside = line == "[dependencies]";
             continue;
         }
-        if inside && let Some((k, _)) = line.split_once('=') {
+        if inside && let Some((k, v)) = line.split_once('=') {
             let k = k.trim();
-            deps.push(k.strip_suffix(".workspace").unwrap_or(k).to_owned());
+            let optional = v.replace(' ', "").contains("optional=true");
+            deps.push((k.strip_suffix(".workspace").unwrap_or(k).to_owned(), optional));
         }
     }
     deps
@@ -147,8 +152,9 @@ pub(crate) fn run(root: &Path) -> Result<()> {
 
     // Invariant: botmesh-traits knows nothing of tokio, Redis or HTTP.
     if let Some(traits) = crates.iter().find(|k| k.name == "botmesh-traits") {
-        for dep in dependencies(&traits.manifest) {
-            if !TRAITS_ALLOWED.contains(&dep.as_str()) {
+        for (dep, optional) in dependencies(&traits.manifest) {
+            let webhook = optional && TRAITS_WEBHOOK.contains(&dep.as_str());
+            if !TRAITS_ALLOWED.contains(&dep.as_str()) && !webhook {
                 problems.push(format!(
                     "botmesh-traits: dependency {dep} is not on the contract's allow list"
                 ));

@@ -25,8 +25,8 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use botmesh_chaos::record::{
-    Delivery, History, PROVIDER, PlatformSend, Record, Reply, chat_id, message_id, now_ns,
-    parse_message_id,
+    Delivery, History, PROVIDER, PlatformSend, Record, Reply, chat_id, chat_of_key, message_id,
+    now_ns, parse_message_id,
 };
 use botmesh_coord::{CoordinationConfig, ProviderSession};
 use botmesh_core::traits::{
@@ -36,8 +36,8 @@ use botmesh_core::traits::{
 };
 use botmesh_core::{
     Bot, BotError, Capabilities, ConvCtx, Ctx, Durability, Error, Event, Flow, Inbound,
-    InboundStream, Outbound, Provider, ProviderEvent, SendReceipt, Step, Store, TransportStatus,
-    Trigger, async_trait,
+    InboundStream, Intake, Outbound, Provider, ProviderEvent, SendReceipt, Step, Store,
+    TransportStatus, Trigger, async_trait,
 };
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use tokio::sync::{Notify, mpsc};
@@ -105,7 +105,7 @@ impl Provider for Webhook {
         Capabilities::shared()
     }
 
-    async fn start(&self) -> botmesh_core::traits::Result<InboundStream> {
+    async fn start(&self, _intake: Intake) -> botmesh_core::traits::Result<InboundStream> {
         // Deliveries reach the bot through `Bot::accept`; the stream only reports the status
         // and ends on stop.
         let (tx, rx) = mpsc::unbounded_channel();
@@ -158,7 +158,7 @@ struct Recorded {
 
 impl Recorded {
     fn landed(&self, key: &str, revision: u64, t: u64) {
-        if let Some(chat) = key.strip_prefix('c').and_then(|c| c.parse::<u32>().ok()) {
+        if let Some(chat) = chat_of_key(key) {
             self.history.write(&Record::Checkpoint {
                 chat,
                 replica: self.replica.clone(),
@@ -308,8 +308,7 @@ struct Granted {
 
 impl Granted {
     fn granted(&self, grant: &TurnGrant) {
-        if let Some(chat) = grant.key.as_str().strip_prefix('c').and_then(|c| c.parse::<u32>().ok())
-        {
+        if let Some(chat) = chat_of_key(grant.key.as_str()) {
             self.history.write(&Record::Grant {
                 chat,
                 replica: self.replica.clone(),
@@ -321,8 +320,7 @@ impl Granted {
     }
 
     fn released(&self, grant: &TurnGrant, options: &ReleaseOptions) {
-        if let Some(chat) = grant.key.as_str().strip_prefix('c').and_then(|c| c.parse::<u32>().ok())
-        {
+        if let Some(chat) = chat_of_key(grant.key.as_str()) {
             self.history.write(&Record::Released {
                 chat,
                 replica: self.replica.clone(),
@@ -426,7 +424,7 @@ impl Log {
             Event::Error { key, .. } => key.as_ref().map(ToString::to_string),
             _ => return,
         };
-        let chat = key.as_deref().and_then(|k| k.strip_prefix('c')).and_then(|c| c.parse().ok());
+        let chat = key.as_deref().and_then(chat_of_key);
         self.history.write(&Record::Note {
             chat,
             replica: self.replica.clone(),

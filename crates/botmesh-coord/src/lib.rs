@@ -18,10 +18,11 @@
 //! - **Release repair.** A release that fails on the wire is retried by the heartbeat loop,
 //!   within `lease / 3`.
 //! - **Exclusive transports.** A provider whose capabilities declare an exclusive session runs
-//!   only on the replica elected for `provider:<id>`; the others stand by and campaign every
-//!   `lease / 3`, so a standby takes over within `lease + lease / 3` of the leader dying. A
-//!   leader whose transport stays closed for `provider_down` steps down, pauses, and campaigns
-//!   again.
+//!   only on the replica elected for `provider:<id>`; the others stand by and campaign, so a
+//!   standby takes over within `lease + lease / 3` of the leader dying. A bot with several
+//!   providers elects each exclusive one on its own, and a replica that leads none is
+//!   preferred for a vacant one, so transports spread over the replicas. A leader whose
+//!   transport stays closed for `provider_down` steps down, pauses, and campaigns again.
 //!
 //! # Example
 //!
@@ -53,8 +54,10 @@
 //!   durations as text (`"15s"`).
 
 mod config;
+mod election;
 mod lead;
 mod runtime;
+mod state;
 mod turns;
 
 #[cfg(feature = "serde")]

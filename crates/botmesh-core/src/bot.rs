@@ -1,35 +1,32 @@
-//! The running bot: starting and stopping it, its transport, and what it offers the
-//! coordination runtime (`BotHost`).
+//! The running bot: starting and stopping it, what it offers the coordination runtime
+//! (`BotHost`) and its providers' intakes (`Admission`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use botmesh_traits::{
-    Inbound, Outbound, ProviderEvent, SendReceipt, Store, TransportStatus, async_trait,
+    Admit, Bytes, Error, ErrorKind, Inbound, Intake, Outbound, SendReceipt, Store, TransportStatus,
+    Verdict, async_trait,
 };
-use futures_util::StreamExt;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use crate::builder::BotBuilder;
-use crate::coordination::Host;
+use crate::coordination::{Host, TransportInfo};
 use crate::dispatcher::{Accepted, Dispatcher};
+use crate::providers::Transport;
 use crate::scheduler::{self, JobDef};
 use crate::shared::Shared;
+use crate::transport::Transports;
 use crate::{BotError, Event, Result, SchedulerLease, Texts, Warning};
 
 /// What every clone of a [`Bot`] points to.
 struct BotInner {
     shared: Arc<Shared>,
     dispatcher: Arc<Dispatcher>,
-    intake: Mutex<Option<JoinHandle<()>>>,
-    /// `true` while no provider stream is being read.
-    closed: watch::Sender<bool>,
-    /// Set by [`Bot::stop`]: the transport may not start again.
+    transports: Transports,
+    /// Set by [`Bot::stop`]: no transport may start again, nothing is accepted from outside.
     stopping: AtomicBool,
-    /// Serializes starting and stopping the transport.
-    transport_lock: tokio::sync::Mutex<()>,
     jobs: Vec<JobDef>,
     scheduler_lease: Option<SchedulerLease>,
     job_tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -39,62 +36,59 @@ struct BotInner {
 }
 
 impl BotInner {
-    async fn start_transport(&self) -> Result<()> {
-        let _serial = self.transport_lock.lock().await;
+    /// Starts provider `id`'s transport here; refused once the bot is stopping.
+    async fn start_transport(self: &Arc<Self>, id: &str) -> Result<()> {
         if self.stopping.load(Ordering::SeqCst) {
             return Err(BotError::NotRunning);
         }
-        let shared = &self.shared;
-        if *shared.transport_up.borrow() {
-            return Ok(());
-        }
-        let mut stream = shared.provider.start().await?;
-        let dispatcher = Arc::clone(&self.dispatcher);
-        let events = Arc::clone(shared);
-        let provider_id = shared.provider.id().to_owned();
-        let closed = self.closed.clone();
-        closed.send_replace(false);
-        let intake = tokio::spawn(async move {
-            while let Some(event) = stream.next().await {
-                match event {
-                    ProviderEvent::Message(m) => {
-                        let key = m.key();
-                        // Refused: the bot is closed. The dispatcher reports its other refusals.
-                        if let Err(e @ BotError::NotRunning) = dispatcher.dispatch(m) {
-                            events.events.error(Some(&key), e);
-                        }
-                    }
-                    ProviderEvent::Status(status) => {
-                        events
-                            .events
-                            .emit(Event::Transport { provider: provider_id.clone(), status });
-                    }
-                    _ => {}
-                }
-            }
-            closed.send_replace(true);
-        });
-        if let Ok(mut slot) = self.intake.lock()
-            && let Some(old) = slot.replace(intake)
-        {
-            old.abort();
-        }
-        shared.transport_up.send_replace(true);
-        Ok(())
+        let transport = self.transport(id)?;
+        let intake =
+            Intake::new(Arc::clone(&transport.id), Arc::new(Admission(Arc::downgrade(self))));
+        self.transports.start(&self.shared, &self.dispatcher, transport, intake).await
     }
 
-    async fn stop_transport(&self) -> Result<()> {
-        let _serial = self.transport_lock.lock().await;
-        let intake = self.intake.lock().ok().and_then(|mut s| s.take());
-        let Some(mut intake) = intake else { return Ok(()) };
-        self.shared.transport_up.send_replace(false);
-        let stopped = self.shared.provider.stop().await;
-        // A stopped provider ends its stream; let what it still holds reach the queues.
-        if tokio::time::timeout(DRAIN_GRACE, &mut intake).await.is_err() {
-            tracing::warn!(target: "botmesh", "provider stream did not end after stop; abandoning it");
-            intake.abort();
+    async fn stop_transport(&self, id: &str) -> Result<()> {
+        self.transports.stop(&self.shared, self.transport(id)?).await
+    }
+
+    fn transport(&self, id: &str) -> Result<&Transport> {
+        let missing = || Error::NoSuchProvider { provider: id.to_owned() }.into();
+        self.shared.providers.get(id).ok_or_else(missing)
+    }
+
+    /// Refuses messages handed in from outside once [`Bot::stop`] began.
+    fn refuse_when_stopping(&self) -> Result<()> {
+        match self.stopping.load(Ordering::SeqCst) {
+            true => Err(BotError::NotRunning),
+            false => Ok(()),
         }
-        stopped.map_err(Into::into)
+    }
+
+    async fn accept(&self, message: Inbound) -> Result<Accepted> {
+        self.refuse_when_stopping()?;
+        self.dispatcher.accept(message).await
+    }
+}
+
+/// The bot's side of every provider's [`Intake`]: [`Bot::accept`], answered as a [`Verdict`].
+struct Admission(Weak<BotInner>);
+
+#[async_trait]
+impl Admit for Admission {
+    async fn admit(&self, message: Inbound) -> Verdict {
+        let Some(inner) = self.0.upgrade() else { return Verdict::Unavailable };
+        match inner.accept(message).await {
+            Ok(Accepted::Queued) => Verdict::Queued,
+            Ok(Accepted::Duplicate) => Verdict::Duplicate,
+            Err(e) => match e.as_contract().map(Error::kind) {
+                Some(ErrorKind::TooLarge) => Verdict::TooLarge,
+                Some(ErrorKind::InvalidInput) => Verdict::Invalid,
+                // Not running, the journal or the chat's queue not written, leases lapsed: the
+                // platform delivers it again, here or at another replica. The dispatcher has
+                // reported what failed.
+                _ => Verdict::Unavailable,
+            },
+        }
     }
 }
 
@@ -115,44 +109,47 @@ impl Host for BotHost {
         }
     }
 
-    fn provider_id(&self) -> String {
-        self.inner().map(|i| i.shared.provider.id().to_owned()).unwrap_or_default()
+    fn transports(&self) -> Vec<TransportInfo> {
+        let Ok(inner) = self.inner() else { return Vec::new() };
+        inner
+            .shared
+            .providers
+            .iter()
+            .map(|t| {
+                TransportInfo::new(t.id.to_string(), t.provider.capabilities().exclusive_session)
+            })
+            .collect()
     }
 
-    fn provider_exclusive(&self) -> bool {
-        self.inner().is_ok_and(|i| i.shared.provider.capabilities().exclusive_session)
+    fn transport_status(&self, provider: &str) -> TransportStatus {
+        let Ok(inner) = self.inner() else { return TransportStatus::Closed };
+        match inner.shared.providers.get(provider) {
+            Some(t) if inner.shared.providers.is_up(t) => t.provider.status(),
+            _ => TransportStatus::Closed,
+        }
     }
 
-    fn transport_status(&self) -> TransportStatus {
-        self.inner().map_or(TransportStatus::Closed, |i| {
-            if *i.shared.transport_up.borrow() {
-                i.shared.provider.status()
-            } else {
-                TransportStatus::Closed
-            }
+    fn transport_running(&self, provider: &str) -> bool {
+        self.inner().is_ok_and(|i| {
+            i.shared.providers.get(provider).is_some_and(|t| i.shared.providers.is_up(t))
         })
     }
 
-    fn transport_running(&self) -> bool {
-        self.inner().is_ok_and(|i| *i.shared.transport_up.borrow())
+    async fn start_transport(&self, provider: &str) -> Result<(), BotError> {
+        self.inner()?.start_transport(provider).await
     }
 
-    async fn start_transport(&self) -> Result<(), BotError> {
-        self.inner()?.start_transport().await
-    }
-
-    async fn stop_transport(&self) -> Result<(), BotError> {
-        self.inner()?.stop_transport().await
+    async fn stop_transport(&self, provider: &str) -> Result<(), BotError> {
+        self.inner()?.stop_transport(provider).await
     }
 }
 
-/// How long [`Bot::stop`] waits for the provider's stream to deliver what it still holds.
-const DRAIN_GRACE: Duration = Duration::from_secs(10);
-
-/// A running bot: a provider, a store, and the flows, conversations and handlers it serves.
+/// A running bot: its providers, a store, and the flows, conversations and handlers it serves.
 ///
 /// Each chat's messages are handled one at a time in arrival order; different chats run in
-/// parallel. Cheap to clone.
+/// parallel. A bot may answer on several providers at once (WhatsApp, Telegram and e-mail,
+/// say): each chat belongs to the provider it came from, and replies go out through it. Cheap
+/// to clone.
 ///
 /// ```no_run
 /// # async fn demo(provider: impl botmesh_core::Provider) -> Result<(), botmesh_core::BotError> {
@@ -175,9 +172,8 @@ pub struct Bot {
 
 impl std::fmt::Debug for Bot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bot")
-            .field("provider", &self.inner.shared.provider.id())
-            .finish_non_exhaustive()
+        let providers: Vec<&str> = self.inner.shared.providers.iter().map(|t| &*t.id).collect();
+        f.debug_struct("Bot").field("providers", &providers).finish_non_exhaustive()
     }
 }
 
@@ -193,10 +189,8 @@ impl Bot {
             inner: Arc::new(BotInner {
                 shared,
                 dispatcher,
-                intake: Mutex::new(None),
-                closed: watch::channel(true).0,
+                transports: Transports::new(),
                 stopping: AtomicBool::new(false),
-                transport_lock: tokio::sync::Mutex::new(()),
                 jobs,
                 scheduler_lease,
                 job_tasks: Mutex::new(Vec::new()),
@@ -210,8 +204,9 @@ impl Bot {
         BotBuilder::new()
     }
 
-    /// Starts the bot: the provider's transport (or, under coordination, the heartbeats and
-    /// the campaign for an exclusive transport), and handles what arrives until [`Bot::stop`].
+    /// Starts the bot: its providers' transports (or, under coordination, the heartbeats, the
+    /// shared transports, and a campaign for each exclusive one), and handles what arrives
+    /// until [`Bot::stop`].
     pub async fn start(&self) -> Result<()> {
         let shared = &self.inner.shared;
         self.inner.stopping.store(false, Ordering::SeqCst);
@@ -225,7 +220,11 @@ impl Bot {
                 let host: Arc<dyn Host> = Arc::new(BotHost(Arc::downgrade(&self.inner)));
                 coordination.start(host).await?;
             }
-            None => self.inner.start_transport().await?,
+            None => {
+                for transport in shared.providers.iter() {
+                    self.inner.start_transport(&transport.id).await?;
+                }
+            }
         }
         self.start_jobs();
         shared.events.emit(Event::Started);
@@ -318,7 +317,7 @@ impl Bot {
             }
             None => dispatcher.wait_idle().await,
         }
-        let stopped = self.inner.stop_transport().await;
+        let stopped = self.inner.transports.stop_all(shared).await;
         // Whatever is still queued cannot be answered here any more.
         dispatcher.hand_back_rest();
         dispatcher.close();
@@ -339,38 +338,51 @@ impl Bot {
         stopped
     }
 
-    /// Waits until this process runs the provider's transport: at once for a single process or
-    /// a shared session; on a standby replica, only once it is elected.
+    /// Waits until this process runs a transport: at once for a single process or a shared
+    /// session; on a standby replica, only once it is elected for one.
     pub async fn ready(&self) {
-        let mut rx = self.inner.shared.transport_up.subscribe();
-        let _ = rx.wait_for(|up| *up).await;
+        self.inner.shared.providers.wait_up(None).await;
     }
 
-    /// Whether this process runs the provider's transport now.
+    /// Waits until this process runs provider `provider`'s transport. Never returns for an id
+    /// the bot does not have.
+    pub async fn ready_for(&self, provider: &str) {
+        self.inner.shared.providers.wait_up(Some(provider)).await;
+    }
+
+    /// Whether this process runs a transport now.
     pub fn is_transport_running(&self) -> bool {
-        *self.inner.shared.transport_up.borrow()
+        self.inner.shared.providers.any_up()
     }
 
-    /// Waits until the provider's inbound stream has ended (the transport hung up, or the
-    /// bot stopped). Returns at once when the bot is not started.
+    /// Whether this process runs provider `provider`'s transport now.
+    pub fn runs_transport(&self, provider: &str) -> bool {
+        let providers = &self.inner.shared.providers;
+        providers.get(provider).is_some_and(|t| providers.is_up(t))
+    }
+
+    /// Waits until every inbound stream has ended (the transports hung up, or the bot
+    /// stopped). Returns at once when the bot is not started.
     pub async fn closed(&self) {
-        let mut rx = self.inner.closed.subscribe();
-        let _ = rx.wait_for(|closed| *closed).await;
+        self.inner.transports.closed().await;
+    }
+
+    /// The bytes of a file a user sent, fetched through the provider that received it.
+    pub async fn fetch_media(&self, message: &Inbound) -> Result<Bytes> {
+        let media = message.content.media().ok_or_else(|| {
+            BotError::from(Error::InvalidInput {
+                reason: format!("message {} carries no file", message.id),
+            })
+        })?;
+        let transport = self.inner.transport(&message.provider)?;
+        Ok(transport.provider.fetch_media(media).await?)
     }
 
     /// Hands a message to the bot directly, as a webhook endpoint does. Returns `false` when it
     /// was dropped as a duplicate.
     pub fn dispatch(&self, message: Inbound) -> Result<bool> {
-        self.refuse_when_stopping()?;
+        self.inner.refuse_when_stopping()?;
         self.inner.dispatcher.dispatch(message).map(|a| a == Accepted::Queued)
-    }
-
-    /// Refuses messages handed in from outside once [`Bot::stop`] began.
-    fn refuse_when_stopping(&self) -> Result<()> {
-        match self.inner.stopping.load(Ordering::SeqCst) {
-            true => Err(BotError::NotRunning),
-            false => Ok(()),
-        }
     }
 
     /// Hands a message to the bot as a webhook endpoint does, and waits until the sender may
@@ -380,16 +392,22 @@ impl Bot {
     ///
     /// On an error the message was not taken (the journal or the chat's queue could not be
     /// written, this replica's leases lapsed and are not renewed yet, or the bot is not
-    /// running): answer with an error status so that the sender delivers it again. Unlike [`Bot::dispatch`], a message acknowledged after `accept`
-    /// survives this process dying when durability is on.
+    /// running): answer with an error status so that the sender delivers it again. Unlike
+    /// [`Bot::dispatch`], a message acknowledged after `accept` survives this process dying when
+    /// durability is on.
+    ///
+    /// A provider does the same through the [`Intake`] it is given at start, and gets the
+    /// outcome as a [`Verdict`] to answer its platform with.
     pub async fn accept(&self, message: Inbound) -> Result<bool> {
-        self.refuse_when_stopping()?;
-        self.inner.dispatcher.accept(message).await.map(|a| a == Accepted::Queued)
+        self.inner.accept(message).await.map(|a| a == Accepted::Queued)
     }
 
-    /// Sends a message to any chat.
+    /// Sends a message to any chat, through the provider it names
+    /// ([`Outbound::via`](botmesh_traits::Outbound::via)), or the bot's only provider. Fails with
+    /// `ProviderNotLeader` when that provider's exclusive transport runs on another replica, and
+    /// `NoSuchProvider` when it names none and the bot has several.
     pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
-        self.inner.shared.send(message).await
+        self.inner.shared.send(message, None).await
     }
 
     /// Subscribes to the event stream. A subscriber that falls more than the channel's capacity

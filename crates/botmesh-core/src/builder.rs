@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_traits::{BoxError, Provider, Store};
-use tokio::sync::watch;
 
 use crate::coordination::Coordination;
 use crate::dispatcher::Dispatcher;
 use crate::event::{EventBus, Listener};
 use crate::flow::Def;
+use crate::providers::Providers;
 use crate::repair::Repairs;
 use crate::scheduler::{JobDef, JobFn, job_fn};
 use crate::shared::{Definitions, HandlerFn, HookFn, Shared};
@@ -28,7 +28,7 @@ use crate::{
 /// events per subscriber.
 #[must_use = "a builder does nothing until `build()`"]
 pub struct BotBuilder {
-    provider: Option<Arc<dyn Provider>>,
+    providers: Vec<Arc<dyn Provider>>,
     store: Option<Arc<dyn Store>>,
     texts: Texts,
     defs: Vec<Def>,
@@ -64,7 +64,7 @@ impl BotBuilder {
     /// A builder with the defaults above.
     pub fn new() -> Self {
         Self {
-            provider: None,
+            providers: Vec::new(),
             store: None,
             texts: Texts::default(),
             defs: Vec::new(),
@@ -83,15 +83,15 @@ impl BotBuilder {
         }
     }
 
-    /// The transport. Required.
-    pub fn provider(mut self, provider: impl Provider) -> Self {
-        self.provider = Some(Arc::new(provider));
-        self
+    /// Adds a provider: the bot answers on each one it is given (at least one). Their ids must
+    /// differ; each exclusive one is elected on its own among replicas.
+    pub fn provider(self, provider: impl Provider) -> Self {
+        self.provider_arc(Arc::new(provider))
     }
 
-    /// The transport, already shared.
+    /// Adds a provider already shared.
     pub fn provider_arc(mut self, provider: Arc<dyn Provider>) -> Self {
-        self.provider = Some(provider);
+        self.providers.push(provider);
         self
     }
 
@@ -193,7 +193,7 @@ impl BotBuilder {
     }
 
     /// The largest message text accepted; larger messages are refused with
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) and reported.
+    /// [`Error::TooLarge`](crate::Error::TooLarge) and reported.
     pub fn max_body_bytes(mut self, n: usize) -> Self {
         self.max_body_bytes = n;
         self
@@ -277,7 +277,11 @@ impl BotBuilder {
 
     /// Builds the bot.
     pub fn build(self) -> Result<Bot, ConfigError> {
-        let provider = self.provider.ok_or(ConfigError::MissingProvider)?;
+        if self.providers.is_empty() {
+            return Err(ConfigError::MissingProvider);
+        }
+        let providers =
+            Providers::new(self.providers).map_err(|id| ConfigError::DuplicateProvider { id })?;
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let mut defs = HashMap::new();
         let mut triggered = Vec::new();
@@ -321,11 +325,10 @@ impl BotBuilder {
         };
         let shared = Arc::new(Shared {
             def,
-            provider,
+            providers,
             store,
             coordination: self.coordination,
             cas_checkpoints,
-            transport_up: watch::channel(false).0,
             durability: self.durability,
             owner,
             repairs: Repairs::new(),

@@ -102,7 +102,8 @@ impl Ctx {
 
     /// Sends any message, fenced by the chat's turn and deduplicated like [`Ctx::reply`].
     pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
-        self.shared.send_once(&self.turn, message, self.outbox_key()).await
+        let via = &self.message.inbound.provider;
+        self.shared.send_once(&self.turn, message, via, self.outbox_key()).await
     }
 
     /// Reads the data kept for this user (`ctx.user`), an empty object when there is none.

@@ -168,6 +168,12 @@ pub enum ConfigError {
     /// No provider was given.
     #[error("a bot needs a provider")]
     MissingProvider,
+    /// Two providers share an id.
+    #[error("two providers have the id {id:?}")]
+    DuplicateProvider {
+        /// The id.
+        id: String,
+    },
     /// Two flows or conversations share a name.
     #[error("two flows or conversations are named {name:?}")]
     DuplicateName {

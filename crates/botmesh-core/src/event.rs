@@ -1,8 +1,9 @@
 //! The typed event stream: one enum, delivered to callbacks, a broadcast channel and `tracing`.
 
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use botmesh_traits::{ChatId, ChatKey, LeaseLostReason, MessageId, TransportStatus};
+use botmesh_traits::{ChatId, ChatKey, Delivery, LeaseLostReason, MessageId, TransportStatus};
 use tokio::sync::broadcast;
 
 use crate::{BotError, FallbackReason};
@@ -185,6 +186,13 @@ pub enum Event {
         /// Its new status.
         status: TransportStatus,
     },
+    /// A message the bot sent was delivered, read, or failed, as its platform reports.
+    Delivery {
+        /// The provider that sent it.
+        provider: String,
+        /// The receipt.
+        delivery: Delivery,
+    },
     /// A message was dropped because this process already received its id.
     Duplicate {
         /// The chat key.
@@ -220,6 +228,13 @@ pub enum Event {
     Sent {
         /// The chat.
         chat: ChatId,
+    },
+    /// A platform throttled a send; it goes out again after `retry_after`.
+    RateLimited {
+        /// The provider whose platform asked to wait.
+        provider: String,
+        /// How long it asked to wait.
+        retry_after: Duration,
     },
     /// A flow or conversation started (or resumed from its checkpoint).
     ConversationStarted {

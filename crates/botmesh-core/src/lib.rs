@@ -61,12 +61,14 @@ mod flow;
 mod handover;
 mod memory_store;
 mod message;
+mod providers;
 mod repair;
 pub mod retry;
 mod runner;
 pub mod scheduler;
 mod shared;
 pub mod texts;
+mod transport;
 mod trigger;
 
 pub use bot::Bot;

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 pub struct Message {
     /// The text the bot reacts to: the body, a caption, a button title, or a hook's rewrite.
     pub body: String,
-    /// The content type: `text`, `media`, `voice`, `location`, `reply`, or a hook's rewrite.
+    /// The content type ([`Content::type_name`]: `text`, `media`, `voice`, `button`, ...), or
+    /// a hook's rewrite.
     pub kind: String,
     /// The language, from the platform or a hook.
     pub lang: Option<String>,
@@ -25,7 +26,7 @@ impl Message {
     /// The view of a provider's message before any hook ran.
     pub fn new(inbound: Inbound) -> Self {
         Self {
-            body: inbound.content.text().unwrap_or_default().to_owned(),
+            body: inbound.content.as_text().unwrap_or_default().to_owned(),
             kind: inbound.content.type_name().to_owned(),
             lang: inbound.lang.clone(),
             inbound,

@@ -7,22 +7,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use botmesh_traits::{BoxError, Error, Outbound, Provider, SendReceipt, Store};
+use botmesh_traits::{BoxError, Error, Outbound, SendReceipt, Store};
 use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tokio::sync::watch;
 
 use crate::checkpoint;
 use crate::coordination::{Coordination, TurnSlot};
 use crate::event::EventBus;
 use crate::flow::Def;
+use crate::providers::Providers;
 use crate::repair::{Journal, Repairs};
 use crate::retry;
 use crate::{BotError, Ctx, Durability, Event, Handover, Message, Result, Texts, Trigger};
 
 /// How long an outbox claim whose reply was lost is asked again before the send fails.
 const CLAIM_BUDGET: Duration = Duration::from_millis(1500);
+
+/// How long a send waits in all for platforms that throttle it before it fails with
+/// `RateLimited`.
+const RATE_LIMIT_BUDGET: Duration = Duration::from_secs(60);
 
 pub(crate) type HandlerFn =
     Arc<dyn Fn(Ctx) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
@@ -56,13 +60,12 @@ pub(crate) struct Definitions {
 pub(crate) struct Shared {
     /// What the bot is.
     pub(crate) def: Definitions,
-    pub(crate) provider: Arc<dyn Provider>,
+    /// The providers, and which of their transports run here.
+    pub(crate) providers: Providers,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) coordination: Option<Arc<dyn Coordination>>,
     /// Checkpoint writes are compare-and-set: coordination is on and the store can.
     pub(crate) cas_checkpoints: bool,
-    /// Whether this process runs the provider's transport now.
-    pub(crate) transport_up: watch::Sender<bool>,
     /// The inbox journal and the outbox, when on.
     pub(crate) durability: Option<Durability>,
     /// Who owns what this process journals: the replica's incarnation, else a fresh id.
@@ -85,16 +88,18 @@ impl Shared {
     }
 
     /// Sends under a chat's turn (refused with `LeaseLost` once the turn is known lost), once
-    /// per outbox key: with durability and a key, the send is
-    /// first recorded in the outbox, and skipped when a run before this one already made it.
+    /// per outbox key: with durability and a key, the send is first recorded in the outbox,
+    /// and skipped when a run before this one already made it. A message that names no
+    /// provider goes out through `via`, the provider of the chat it answers.
     pub(crate) async fn send_once(
         &self,
         turn: &TurnSlot,
         message: &Outbound,
+        via: &str,
         outbox: Option<String>,
     ) -> Result<SendReceipt> {
         turn.check()?;
-        turn.effect(self.send_once_checked(turn, message, outbox)).await
+        turn.effect(self.send_once_checked(turn, message, via, outbox)).await
     }
 
     /// [`Shared::send_once`] once the turn was checked.
@@ -102,10 +107,11 @@ impl Shared {
         &self,
         turn: &TurnSlot,
         message: &Outbound,
+        via: &str,
         outbox: Option<String>,
     ) -> Result<SendReceipt> {
         let (Some(key), Some(durability)) = (outbox, &self.durability) else {
-            return self.send(message).await;
+            return self.send(message, Some(via)).await;
         };
         let ttl = durability.outbox_ttl;
         // The send is claimed, then marked sent once it went out. Found claimed, it belongs to
@@ -123,7 +129,7 @@ impl Shared {
         };
         let message = message.clone().with_idempotency_key(key);
         let chat = || botmesh_traits::ChatKey::new(message.chat.as_str());
-        let receipt = match self.send(&message).await {
+        let receipt = match self.send(&message, Some(via)).await {
             Ok(receipt) => receipt,
             Err(e) => {
                 if let Err(released) = self.store.outbox_release(&claimed).await {
@@ -161,12 +167,31 @@ impl Shared {
         Ok(claimed || (failed.load(Ordering::Relaxed) && turn.first_attempt()))
     }
 
-    pub(crate) async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
-        if self.coordination.is_some() && !*self.transport_up.borrow() {
+    /// Sends through the provider `message` names, else `via`, else the bot's only one. A
+    /// platform that throttles (`RateLimited`) is waited for as long as it asks and tried
+    /// again, within [`RATE_LIMIT_BUDGET`] in all.
+    pub(crate) async fn send(&self, message: &Outbound, via: Option<&str>) -> Result<SendReceipt> {
+        let transport = self.providers.route(message.provider.as_deref(), via)?;
+        if self.coordination.is_some() && !self.providers.is_up(transport) {
             // A standby replica: the transport is connected elsewhere.
-            return Err(Error::ProviderNotLeader { provider: self.provider.id().to_owned() }.into());
+            return Err(Error::ProviderNotLeader { provider: transport.id.to_string() }.into());
         }
-        let receipt = self.provider.send(message).await?;
+        let mut waited = Duration::ZERO;
+        let receipt = loop {
+            match transport.provider.send(message).await {
+                Err(Error::RateLimited { retry_after })
+                    if waited + retry_after <= RATE_LIMIT_BUDGET =>
+                {
+                    self.events.emit(Event::RateLimited {
+                        provider: transport.id.to_string(),
+                        retry_after,
+                    });
+                    tokio::time::sleep(retry_after).await;
+                    waited += retry_after;
+                }
+                sent => break sent?,
+            }
+        };
         self.events.emit(Event::Sent { chat: message.chat.clone() });
         Ok(receipt)
     }

@@ -137,7 +137,7 @@ mod tests {
             "t",
             "1",
             "c",
-            Content::Voice { url: "u".into(), mime: None, seconds: Some(2) },
+            Content::Voice { media: botmesh_traits::Media::new("u"), seconds: Some(2) },
         );
         let mut m = Message::new(voice);
         assert!(Trigger::voice().matches(&m));

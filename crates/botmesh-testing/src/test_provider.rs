@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use botmesh_traits::{
-    Capabilities, Error, Inbound, InboundStream, MessageId, Outbound, Provider, ProviderEvent,
-    Result, SendReceipt, TransportStatus, async_trait,
+    Capabilities, Delivery, Error, Inbound, InboundStream, Intake, MessageId, Outbound, Provider,
+    ProviderEvent, Result, SendReceipt, TransportStatus, Verdict, async_trait,
 };
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -28,6 +28,8 @@ struct Inner {
     id: String,
     capabilities: Capabilities,
     tx: Mutex<Option<mpsc::UnboundedSender<ProviderEvent>>>,
+    /// The bot's intake while started: acknowledged deliveries go through it.
+    intake: Mutex<Option<Intake>>,
     status: Mutex<TransportStatus>,
     sent: Mutex<Vec<Outbound>>,
     sent_changed: Notify,
@@ -38,6 +40,8 @@ struct Inner {
     drained: Notify,
     /// How many of the next sends fail.
     failing_sends: AtomicU32,
+    /// How many of the next sends are throttled, and for how long each.
+    throttled_sends: Mutex<(u32, std::time::Duration)>,
     /// How long each send takes before the message reaches the users.
     send_delay: Mutex<std::time::Duration>,
     /// When the transport was started (open) and stopped (closed).
@@ -110,6 +114,7 @@ impl TestProvider {
                 id: id.into(),
                 capabilities,
                 tx: Mutex::new(None),
+                intake: Mutex::new(None),
                 status: Mutex::new(TransportStatus::Closed),
                 sent: Mutex::new(Vec::new()),
                 sent_changed: Notify::new(),
@@ -118,6 +123,7 @@ impl TestProvider {
                 queued: AtomicUsize::new(0),
                 drained: Notify::new(),
                 failing_sends: AtomicU32::new(0),
+                throttled_sends: Mutex::new((0, std::time::Duration::ZERO)),
                 send_delay: Mutex::new(std::time::Duration::ZERO),
                 history: Mutex::new(Vec::new()),
             }),
@@ -135,6 +141,24 @@ impl TestProvider {
             return false;
         }
         true
+    }
+
+    /// Delivers a message the way a webhook platform does: through the bot's intake, waiting
+    /// for the verdict the platform would be answered with. [`Verdict::Unavailable`] when the
+    /// provider is not started here.
+    pub async fn deliver(&self, message: Inbound) -> Verdict {
+        let intake = lock(&self.inner.intake).clone();
+        match intake {
+            Some(intake) => intake.accept(message).await,
+            None => Verdict::Unavailable,
+        }
+    }
+
+    /// Reports a delivery or read receipt for a sent message, as a platform would.
+    pub fn receipt(&self, delivery: Delivery) {
+        if let Some(tx) = lock(&self.inner.tx).as_ref() {
+            let _ = tx.send(ProviderEvent::Delivery(delivery));
+        }
     }
 
     /// Waits until the bot has taken every injected message from the provider and handled
@@ -239,6 +263,12 @@ impl TestProvider {
         self.inner.failing_sends.store(count, Ordering::SeqCst);
     }
 
+    /// Makes the next `count` sends fail with [`Error::RateLimited`] asking to wait
+    /// `retry_after`, as a throttling platform does; the messages are not delivered.
+    pub fn rate_limit_sends(&self, count: u32, retry_after: std::time::Duration) {
+        *lock(&self.inner.throttled_sends) = (count, retry_after);
+    }
+
     fn set_status(&self, status: TransportStatus) {
         *lock(&self.inner.status) = status;
         if let Some(tx) = lock(&self.inner.tx).as_ref() {
@@ -257,9 +287,10 @@ impl Provider for TestProvider {
         self.inner.capabilities
     }
 
-    async fn start(&self) -> Result<InboundStream> {
+    async fn start(&self, intake: Intake) -> Result<InboundStream> {
         let (tx, rx) = mpsc::unbounded_channel();
         *lock(&self.inner.tx) = Some(tx);
+        *lock(&self.inner.intake) = Some(intake);
         self.inner.starts.fetch_add(1, Ordering::SeqCst);
         lock(&self.inner.history).push((Instant::now(), TransportStatus::Open));
         self.set_status(TransportStatus::Open);
@@ -269,6 +300,7 @@ impl Provider for TestProvider {
     async fn stop(&self) -> Result<()> {
         *lock(&self.inner.status) = TransportStatus::Closed;
         lock(&self.inner.tx).take();
+        lock(&self.inner.intake).take();
         lock(&self.inner.history).push((Instant::now(), TransportStatus::Closed));
         Ok(())
     }
@@ -280,6 +312,13 @@ impl Provider for TestProvider {
         }
         if *lock(&self.inner.status) != TransportStatus::Open {
             return Err(Error::TransportClosed { provider: self.inner.id.clone() });
+        }
+        {
+            let mut throttled = lock(&self.inner.throttled_sends);
+            if throttled.0 > 0 {
+                throttled.0 -= 1;
+                return Err(Error::RateLimited { retry_after: throttled.1 });
+            }
         }
         let failing = &self.inner.failing_sends;
         if failing.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {

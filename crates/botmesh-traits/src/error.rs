@@ -111,6 +111,37 @@ pub enum Error {
         /// How long the platform asked us to wait.
         retry_after: Duration,
     },
+    /// The platform refused the provider's credentials (a revoked or wrong token). Sending
+    /// again does not help; the provider reports its transport closed.
+    #[error("provider {provider} is not authorized by its platform")]
+    Unauthorized {
+        /// The provider's id.
+        provider: String,
+    },
+    /// The recipient cannot be reached any more (blocked the bot, left, deleted).
+    #[error("chat {chat} cannot be reached on {provider}")]
+    RecipientGone {
+        /// The provider's id.
+        provider: String,
+        /// The chat.
+        chat: String,
+    },
+    /// A message or file is larger than the platform or the bot accepts.
+    #[error("{what} is too large: {size} bytes, the limit is {limit}")]
+    TooLarge {
+        /// What was too large.
+        what: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The bot has no provider with this id, or a send names none while the bot has several.
+    #[error("no provider {provider:?} in this bot")]
+    NoSuchProvider {
+        /// The id asked for; empty when the send named none.
+        provider: String,
+    },
     /// Data read back from a store or a platform could not be understood.
     #[error("corrupt {what}")]
     Corrupt {
@@ -151,6 +182,14 @@ pub enum ErrorKind {
     TransportClosed,
     /// See [`Error::RateLimited`].
     RateLimited,
+    /// See [`Error::Unauthorized`].
+    Unauthorized,
+    /// See [`Error::RecipientGone`].
+    RecipientGone,
+    /// See [`Error::TooLarge`].
+    TooLarge,
+    /// See [`Error::NoSuchProvider`].
+    NoSuchProvider,
     /// See [`Error::Corrupt`].
     Corrupt,
     /// See [`Error::InvalidInput`].
@@ -186,9 +225,14 @@ impl ErrorKind {
             | Self::TransportClosed
             | Self::RateLimited => Recovery::Retry,
             Self::LeaseLost | Self::ProviderNotLeader => Recovery::HandBack,
-            Self::Unsupported | Self::Corrupt | Self::InvalidInput | Self::Configuration => {
-                Recovery::Fail
-            }
+            Self::Unsupported
+            | Self::Corrupt
+            | Self::InvalidInput
+            | Self::Configuration
+            | Self::Unauthorized
+            | Self::RecipientGone
+            | Self::TooLarge
+            | Self::NoSuchProvider => Recovery::Fail,
         }
     }
 }
@@ -205,6 +249,10 @@ impl Error {
             Self::Provider { .. } => ErrorKind::Provider,
             Self::TransportClosed { .. } => ErrorKind::TransportClosed,
             Self::RateLimited { .. } => ErrorKind::RateLimited,
+            Self::Unauthorized { .. } => ErrorKind::Unauthorized,
+            Self::RecipientGone { .. } => ErrorKind::RecipientGone,
+            Self::TooLarge { .. } => ErrorKind::TooLarge,
+            Self::NoSuchProvider { .. } => ErrorKind::NoSuchProvider,
             Self::Corrupt { .. } => ErrorKind::Corrupt,
             Self::InvalidInput { .. } => ErrorKind::InvalidInput,
             Self::Configuration(_) => ErrorKind::Configuration,

@@ -10,7 +10,7 @@
 //! # Design
 //!
 //! The crate is small on purpose: traits, value types and errors, with no runtime. It depends
-//! on `serde`, `thiserror`, `futures-core` and `async-trait` only, so a custom store or provider
+//! on `serde`, `thiserror`, `bytes`, `futures-core` and `async-trait` only, so a custom store or provider
 //! pulls in no executor, no HTTP client and no database driver through it.
 //!
 //! The three traits are used as trait objects (`Arc<dyn Store>`), so their async methods are
@@ -20,6 +20,11 @@
 //!
 //! Stores keep flow state as opaque JSON text: the runtime decides what a checkpoint holds, the
 //! store only guarantees how it is written (revision chains, expiry, atomic compare-and-set).
+//!
+//! # Feature flags
+//!
+//! - `webhook` (off by default): the `webhook` module, what every webhook provider shares to
+//!   serve HTTP with axum and tokio; the only part of the crate that brings a runtime.
 //!
 //! # Example: a store that declares what it can do
 //!
@@ -32,20 +37,27 @@
 //! ```
 
 pub use async_trait::async_trait;
+pub use bytes::Bytes;
 
 mod coordinator;
 mod error;
+mod intake;
 mod message;
 mod provider;
 mod store;
+#[cfg(feature = "webhook")]
+pub mod webhook;
 
 pub use coordinator::{Coordinator, DEFAULT_LEASE, Leadership, ReleaseOptions, Ticket, TurnGrant};
 pub use error::{BoxError, Error, ErrorKind, LeaseLostReason, Recovery, Result};
+pub use intake::{Admit, Intake, Verdict};
 pub use message::{
-    Button, ChatId, ChatKey, Content, Inbound, MediaKind, MessageId, Outbound, OutboundContent,
+    Button, ChatId, ChatKey, Contact, Content, Inbound, Media, MediaKind, MediaSource, MessageId,
+    Outbound, OutboundContent,
 };
 pub use provider::{
-    Capabilities, InboundStream, Provider, ProviderEvent, SendReceipt, TransportStatus,
+    Capabilities, Delivery, DeliveryStatus, InboundStream, Provider, ProviderEvent, SendReceipt,
+    TransportStatus,
 };
 pub use store::{
     CasOutcome, ChatRecord, CheckpointRecord, CheckpointWrite, FencedLock, InboxAppend,

@@ -5,7 +5,9 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use futures_core::Stream;
 
-use crate::{Inbound, MessageId, Outbound, Result};
+use bytes::Bytes;
+
+use crate::{ChatId, Error, Inbound, Intake, Media, MessageId, Outbound, Result};
 
 /// What a provider's transport can and cannot share.
 ///
@@ -50,6 +52,46 @@ pub enum TransportStatus {
     Closed,
 }
 
+/// How far a sent message got, as the platform reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeliveryStatus {
+    /// The platform took it.
+    Sent,
+    /// It reached the user's device.
+    Delivered,
+    /// The user read it.
+    Read,
+    /// The platform gave up delivering it.
+    Failed,
+}
+
+/// A delivery or read receipt for a message the bot sent. Receipts are events, never messages:
+/// they do not wake a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Delivery {
+    /// The chat the message went to.
+    pub chat: ChatId,
+    /// The platform's id for the message (as in its [`SendReceipt`]).
+    pub message: MessageId,
+    /// How far it got.
+    pub status: DeliveryStatus,
+    /// When, in milliseconds since the Unix epoch (0 when the platform does not say).
+    pub timestamp_ms: u64,
+}
+
+impl Delivery {
+    /// A receipt for `message` in `chat`.
+    pub fn new(
+        chat: impl Into<ChatId>,
+        message: impl Into<MessageId>,
+        status: DeliveryStatus,
+    ) -> Self {
+        Self { chat: chat.into(), message: message.into(), status, timestamp_ms: 0 }
+    }
+}
+
 /// Something a running provider reports.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -62,6 +104,8 @@ pub enum ProviderEvent {
     Message(Inbound),
     /// The transport opened or closed.
     Status(TransportStatus),
+    /// A sent message was delivered, read, or failed.
+    Delivery(Delivery),
 }
 
 /// The stream of events a started provider yields. It ends when the provider stops.
@@ -87,6 +131,17 @@ impl SendReceipt {
 /// A provider owns its connection (a websocket, a long-polling loop, a webhook endpoint).
 /// [`start`](Provider::start) opens it and hands back the stream of what arrives;
 /// [`send`](Provider::send) may be called from many tasks at once.
+///
+/// Messages reach the bot one of two ways:
+/// - on the inbound stream, when the platform needs no answer (a polling loop acknowledges by
+///   asking for the next batch, a gateway by nothing at all);
+/// - through the [`Intake`] given to `start`, when the platform waits for one (a webhook):
+///   [`Intake::accept`] returns once the message is safe, and its
+///   [`Verdict`](crate::Verdict) says what to answer.
+///
+/// Errors a platform returns are typed: [`Error::RateLimited`] (the bot waits and sends
+/// again), [`Error::Unauthorized`] (a revoked token: report [`TransportStatus::Closed`] too,
+/// so that a leader steps down), [`Error::RecipientGone`], [`Error::TooLarge`].
 #[async_trait]
 pub trait Provider: Send + Sync + 'static {
     /// A stable id, unique within one bot (`telegram`, `whatsapp-web:shop`). With several
@@ -97,8 +152,10 @@ pub trait Provider: Send + Sync + 'static {
     /// exclusive.
     fn capabilities(&self) -> Capabilities;
 
-    /// Connects the transport and returns the stream of inbound events.
-    async fn start(&self) -> Result<InboundStream>;
+    /// Connects the transport and returns the stream of inbound events. `intake` takes
+    /// messages whose platform waits for an acknowledgement (see [`Intake`]); a provider that
+    /// yields everything on its stream may drop it.
+    async fn start(&self, intake: Intake) -> Result<InboundStream>;
 
     /// Disconnects. The inbound stream ends after this returns.
     async fn stop(&self) -> Result<()>;
@@ -108,4 +165,11 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Whether the transport is connected right now.
     fn status(&self) -> TransportStatus;
+
+    /// The bytes of a file a user sent (see [`Media`]). Fails with [`Error::Unsupported`]
+    /// unless the provider can fetch them.
+    async fn fetch_media(&self, media: &Media) -> Result<Bytes> {
+        let _ = media;
+        Err(Error::Unsupported { op: "fetch_media" })
+    }
 }

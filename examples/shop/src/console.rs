@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use botmesh_core::traits::Result;
 use botmesh_core::{
-    Capabilities, Inbound, InboundStream, MessageId, Outbound, OutboundContent, Provider,
+    Capabilities, Inbound, InboundStream, Intake, MessageId, Outbound, OutboundContent, Provider,
     ProviderEvent, SendReceipt, TransportStatus, async_trait,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -55,7 +55,7 @@ impl Provider for ConsoleProvider {
         Capabilities::exclusive()
     }
 
-    async fn start(&self) -> Result<InboundStream> {
+    async fn start(&self, _intake: Intake) -> Result<InboundStream> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.open.store(true, Ordering::SeqCst);
         let open = Arc::clone(&self.open);

@@ -42,6 +42,8 @@ struct Inner {
     shared: Arc<Shared>,
     key: ChatKey,
     chat: ChatId,
+    /// The provider the chat came from: sends go out through it.
+    provider: String,
     link: Arc<Link>,
     turn: Arc<TurnSlot>,
     /// Set when the conversation ended: clones kept elsewhere may no longer act for it.
@@ -150,6 +152,7 @@ impl ConvCtx {
                 shared,
                 key: message.key(),
                 chat: message.chat().clone(),
+                provider: message.inbound.provider.clone(),
                 link,
                 turn,
                 ended: std::sync::atomic::AtomicBool::new(false),
@@ -270,7 +273,8 @@ impl ConvCtx {
                 .as_ref()
                 .map(|input| format!("{}|{input}|{}|{step}|{seq}", self.inner.key, st.name))
         };
-        self.inner.shared.send_once(&self.inner.turn, &message, outbox).await.map(|_| ())
+        let inner = &self.inner;
+        inner.shared.send_once(&inner.turn, &message, &inner.provider, outbox).await.map(|_| ())
     }
 
     /// Pauses the conversation. The chat's turn stays held meanwhile.

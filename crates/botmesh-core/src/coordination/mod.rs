@@ -51,29 +51,45 @@ pub trait Turn: Send + Sync + 'static {
     }
 }
 
-/// What the bot offers the coordination runtime: its events and its transport.
+/// One of the bot's providers, as the coordination runtime sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TransportInfo {
+    /// The provider's id.
+    pub id: String,
+    /// Whether it declares an exclusive session (elected under `provider:<id>`).
+    pub exclusive: bool,
+}
+
+impl TransportInfo {
+    /// Provider `id`, exclusive or shared.
+    pub fn new(id: impl Into<String>, exclusive: bool) -> Self {
+        Self { id: id.into(), exclusive }
+    }
+}
+
+/// What the bot offers the coordination runtime: its events and its providers' transports.
 #[async_trait]
 pub trait Host: Send + Sync + 'static {
     /// Emits an event on the bot's event stream.
     fn emit(&self, event: Event);
 
-    /// The provider's id.
-    fn provider_id(&self) -> String;
+    /// The bot's providers, in the order they were added.
+    fn transports(&self) -> Vec<TransportInfo>;
 
-    /// Whether the provider declares an exclusive session.
-    fn provider_exclusive(&self) -> bool;
+    /// Provider `provider`'s transport status (closed when it does not run here).
+    fn transport_status(&self, provider: &str) -> TransportStatus;
 
-    /// The provider's transport status.
-    fn transport_status(&self) -> TransportStatus;
+    /// Whether this replica runs provider `provider`'s transport now.
+    fn transport_running(&self, provider: &str) -> bool;
 
-    /// Whether this replica runs the transport now.
-    fn transport_running(&self) -> bool;
+    /// Starts provider `provider`'s transport on this replica. Refused once the bot is
+    /// stopping.
+    async fn start_transport(&self, provider: &str) -> Result<(), BotError>;
 
-    /// Starts the transport on this replica. Refused once the bot is stopping.
-    async fn start_transport(&self) -> Result<(), BotError>;
-
-    /// Stops the transport on this replica; what it already received is still handled.
-    async fn stop_transport(&self) -> Result<(), BotError>;
+    /// Stops provider `provider`'s transport on this replica; what it already received is
+    /// still handled.
+    async fn stop_transport(&self, provider: &str) -> Result<(), BotError>;
 }
 
 /// The coordination runtime a bot runs under when it is one of several replicas.
@@ -99,11 +115,11 @@ pub trait Coordination: Send + Sync + 'static {
     /// short (its checkpoint kept) and the turn released.
     fn settle(&self) -> Duration;
 
-    /// Starts heartbeats and, for the transport, either starts it at once (shared sessions) or
-    /// campaigns for it (exclusive sessions).
+    /// Starts heartbeats and, for each transport, either starts it at once (shared sessions)
+    /// or campaigns for it (exclusive sessions, each elected on its own).
     async fn start(&self, host: Arc<dyn Host>) -> Result<(), BotError>;
 
-    /// Gives the transport leadership up and stops campaigning, so a standby can connect
+    /// Gives the transport leaderships up and stops campaigning, so standbys can connect
     /// while this replica finishes what it queued. Heartbeats go on until [`stop`](Self::stop).
     async fn step_down(&self) {}
 

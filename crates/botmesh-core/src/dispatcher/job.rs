@@ -14,6 +14,10 @@ use crate::Result;
 use crate::coordination::{Coordination, Turn};
 
 /// Something a chat's worker does under the chat's turn.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "messages are nearly every job; boxing them would allocate once more per message"
+)]
 pub(super) enum Work {
     Message(Inbound),
     /// A conversation timer came due: `serial` names the conversation, `park` the wait.

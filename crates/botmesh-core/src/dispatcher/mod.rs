@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use botmesh_traits::{ChatKey, Error, Inbound};
+use botmesh_traits::{ChatKey, Content, Error, Inbound};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -182,16 +182,12 @@ impl Dispatcher {
             return Err(BotError::NotRunning);
         }
         let key = inbound.key();
-        let size = inbound.content.text().map_or(0, str::len);
-        if size > self.shared.def.max_body_bytes {
-            let reason = format!(
-                "message {} is {size} bytes, over the limit of {}",
-                inbound.id, self.shared.def.max_body_bytes
-            );
-            self.shared
-                .events
-                .error(Some(&key), Error::InvalidInput { reason: reason.clone() }.into());
-            return Err(Error::InvalidInput { reason }.into());
+        let (size, limit) = (body_size(&inbound.content), self.shared.def.max_body_bytes);
+        if size > limit {
+            let too_large =
+                || Error::TooLarge { what: format!("message {}", inbound.id), size, limit };
+            self.shared.events.error(Some(&key), too_large().into());
+            return Err(too_large().into());
         }
         if !lock(&self.dedupe).insert(&inbound.provider, inbound.id.as_str()) {
             self.shared.events.emit(Event::Duplicate { key, id: inbound.id });
@@ -364,6 +360,16 @@ impl Dispatcher {
 }
 
 /// Milliseconds since the Unix epoch.
+/// The bytes a message's content weighs against the body limit: its text, and the raw
+/// payload of content the provider could not map.
+fn body_size(content: &Content) -> usize {
+    match content {
+        Content::Unsupported { kind, raw } => kind.len() + raw.len(),
+        Content::Edit { content, .. } => body_size(content),
+        other => other.as_text().map_or(0, str::len),
+    }
+}
+
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

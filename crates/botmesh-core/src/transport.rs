@@ -1,0 +1,134 @@
+//! Starting and stopping each provider's transport, and reading what its stream delivers.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh_traits::{Intake, ProviderEvent};
+use futures_util::StreamExt;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::dispatcher::Dispatcher;
+use crate::providers::Transport;
+use crate::shared::Shared;
+use crate::{BotError, Event, Result};
+
+/// How long stopping a transport waits for its stream to deliver what it still holds.
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+
+/// Counts a stream as read until its reader ends or is aborted.
+struct Reading(watch::Sender<usize>);
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// The transports this process runs: per provider, the task reading its inbound stream.
+pub(crate) struct Transports {
+    /// By provider id: the reader of its stream, while the transport runs here.
+    readers: Mutex<Vec<(Arc<str>, JoinHandle<()>)>>,
+    /// How many inbound streams are still being read.
+    streams: watch::Sender<usize>,
+    /// Serializes starting and stopping, so a stop never overtakes the start it follows.
+    serial: tokio::sync::Mutex<()>,
+}
+
+impl Transports {
+    pub(crate) fn new() -> Self {
+        Self {
+            readers: Mutex::default(),
+            streams: watch::channel(0).0,
+            serial: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Starts `transport` (a no-op when it runs already), handing it `intake`, and reads its
+    /// stream into `dispatcher` until it ends.
+    pub(crate) async fn start(
+        &self,
+        shared: &Arc<Shared>,
+        dispatcher: &Arc<Dispatcher>,
+        transport: &Transport,
+        intake: Intake,
+    ) -> Result<()> {
+        let _serial = self.serial.lock().await;
+        if shared.providers.is_up(transport) {
+            return Ok(());
+        }
+        let mut stream = transport.provider.start(intake).await?;
+        let (dispatcher, events) = (Arc::clone(dispatcher), Arc::clone(shared));
+        let provider = transport.id.to_string();
+        self.streams.send_modify(|n| *n += 1);
+        let reading = Reading(self.streams.clone());
+        let reader = tokio::spawn(async move {
+            let _reading = reading;
+            while let Some(event) = stream.next().await {
+                match event {
+                    ProviderEvent::Message(m) => {
+                        let key = m.key();
+                        // Refused: the bot is closed. The dispatcher reports its other refusals.
+                        if let Err(e @ BotError::NotRunning) = dispatcher.dispatch(m) {
+                            events.events.error(Some(&key), e);
+                        }
+                    }
+                    ProviderEvent::Status(status) => {
+                        events.events.emit(Event::Transport { provider: provider.clone(), status });
+                    }
+                    ProviderEvent::Delivery(delivery) => {
+                        events
+                            .events
+                            .emit(Event::Delivery { provider: provider.clone(), delivery });
+                    }
+                    _ => {}
+                }
+            }
+        });
+        if let Ok(mut readers) = self.readers.lock() {
+            if let Some(at) = readers.iter().position(|(id, _)| *id == transport.id) {
+                readers.swap_remove(at).1.abort();
+            }
+            readers.push((Arc::clone(&transport.id), reader));
+        }
+        shared.providers.set_up(transport, true);
+        Ok(())
+    }
+
+    /// Stops `transport` if it runs here, and lets what its stream still holds reach the
+    /// queues.
+    pub(crate) async fn stop(&self, shared: &Shared, transport: &Transport) -> Result<()> {
+        let _serial = self.serial.lock().await;
+        let reader = self.readers.lock().ok().and_then(|mut readers| {
+            let at = readers.iter().position(|(id, _)| *id == transport.id)?;
+            Some(readers.swap_remove(at).1)
+        });
+        let Some(mut reader) = reader else { return Ok(()) };
+        shared.providers.set_up(transport, false);
+        let stopped = transport.provider.stop().await;
+        // A stopped provider ends its stream.
+        if tokio::time::timeout(DRAIN_GRACE, &mut reader).await.is_err() {
+            tracing::warn!(target: "botmesh", provider = %transport.id, "provider stream did not end after stop; abandoning it");
+            reader.abort();
+        }
+        stopped.map_err(Into::into)
+    }
+
+    /// Stops every transport that runs here; the first failure is returned once all stopped.
+    pub(crate) async fn stop_all(&self, shared: &Shared) -> Result<()> {
+        let mut first = Ok(());
+        for transport in shared.providers.iter() {
+            let stopped = self.stop(shared, transport).await;
+            if first.is_ok() {
+                first = stopped;
+            }
+        }
+        first
+    }
+
+    /// Waits until no inbound stream is read any more.
+    pub(crate) async fn closed(&self) {
+        let mut rx = self.streams.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+}
