@@ -17,6 +17,7 @@ mod persistence;
 mod promises_defaults;
 mod promises_handover;
 mod promises_transport;
+mod providers;
 mod redis_faults;
 mod replicas;
 mod resume;

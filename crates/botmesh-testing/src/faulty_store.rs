@@ -27,6 +27,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///   store error without landing.
 /// - [`fail_acknowledgements`](Self::fail_acknowledgements): the next journal
 ///   acknowledgements fail the same way.
+/// - [`fail_journal_appends`](Self::fail_journal_appends): the next journal appends (a
+///   message arriving) fail the same way.
 ///
 /// Every other method goes straight to the wrapped store. [`landed`](Self::landed) lists when
 /// each checkpoint write (and clear) reached the wrapped store.
@@ -36,6 +38,7 @@ pub struct FaultyStore {
     hang: AtomicU32,
     fail: AtomicU32,
     fail_acks: AtomicU32,
+    fail_appends: AtomicU32,
     acks: AtomicU32,
     landed: Arc<Mutex<Vec<Instant>>>,
 }
@@ -59,6 +62,7 @@ impl FaultyStore {
             hang: AtomicU32::new(0),
             fail: AtomicU32::new(0),
             fail_acks: AtomicU32::new(0),
+            fail_appends: AtomicU32::new(0),
             acks: AtomicU32::new(0),
             landed: Arc::default(),
         }
@@ -82,6 +86,11 @@ impl FaultyStore {
     /// Makes the next `count` journal acknowledgements (`inbox_ack`) fail without landing.
     pub fn fail_acknowledgements(&self, count: u32) {
         self.fail_acks.store(count, Ordering::SeqCst);
+    }
+
+    /// Makes the next `count` journal appends (`inbox_append`) fail without landing.
+    pub fn fail_journal_appends(&self, count: u32) {
+        self.fail_appends.store(count, Ordering::SeqCst);
     }
 
     /// How many journal acknowledgements were tried, failed ones included.
@@ -214,6 +223,9 @@ impl Store for FaultyStore {
     }
 
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
+        if Self::take(&self.fail_appends) {
+            return Err(Error::store("inbox_append", "the test failed this journal append"));
+        }
         self.inner.inbox_append(record, retain).await
     }
 

@@ -2,6 +2,9 @@
 //!
 //! - [`TestProvider`]: a provider you drive from a test, acting as the users: inject messages,
 //!   read what the bot sent, open and close the transport.
+//! - `WebhookTestProvider` (feature `webhook`): a shared provider whose platform posts JSON
+//!   to an axum endpoint and is answered with the bot's verdict, as Telegram or Meta webhooks
+//!   are.
 //! - [`MemoryCoordinationHub`] and [`MemoryCoordinator`]: the in-process reference
 //!   implementation of a [`Coordinator`](botmesh_traits::Coordinator). Coordinators sharing one
 //!   hub coordinate like replicas sharing Redis; [`MemoryCoordinator::crash`] and
@@ -12,6 +15,9 @@
 //! - [`coordinator_conformance`]: the same for every
 //!   [`Coordinator`](botmesh_traits::Coordinator), driven through a [`CoordinatorHarness`] that
 //!   starts replicas on one shared backend.
+//! - [`provider_conformance`]: the same for every [`Provider`](botmesh_traits::Provider),
+//!   driven through a [`ProviderHarness`] over the provider's platform stand-in: status,
+//!   acknowledged inbound, receipts, rate limits, malformed input, the exclusive flag.
 //! - [`FaultyCoordinator`]: wraps any coordinator so a test can crash or stall its replica.
 //! - [`FaultyStore`]: wraps any store so a test can slow down, hang or fail its checkpoint
 //!   writes.
@@ -51,8 +57,11 @@ mod faulty;
 mod faulty_store;
 mod memory_coordinator;
 mod mongo_server;
+mod provider_conformance;
 mod redis_server;
 mod test_provider;
+#[cfg(feature = "webhook")]
+mod webhook_provider;
 
 pub use conformance::{racing_writers, store_conformance};
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
@@ -60,5 +69,8 @@ pub use faulty::FaultyCoordinator;
 pub use faulty_store::FaultyStore;
 pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
 pub use mongo_server::MongoServer;
+pub use provider_conformance::{ProviderHarness, provider_conformance};
 pub use redis_server::{RedisCluster, RedisServer};
 pub use test_provider::TestProvider;
+#[cfg(feature = "webhook")]
+pub use webhook_provider::{SECRET_HEADER, WEBHOOK_PATH, WebhookTestProvider};
