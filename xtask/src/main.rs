@@ -165,7 +165,9 @@ fn test(filters: &[&str]) -> Result<()> {
     }
 
     if filters.is_empty() {
-        let (out, ok) = run_tee(cargo().args(["test", "--doc", "--workspace"]))?;
+        // The provider guide's example is a doc test of botmesh-testing's webhook feature.
+        let doc = ["test", "--doc", "--workspace", "--features", "botmesh-testing/webhook"];
+        let (out, ok) = run_tee(cargo().args(doc))?;
         let (p, f) = count(&out);
         passed += p;
         failed += f;

@@ -51,6 +51,12 @@
 //! # Ok(()) }
 //! ```
 
+/// The provider guide (`docs/guide/providers.md`), whose example is compiled and run as a
+/// doc test.
+#[cfg(all(doctest, feature = "webhook"))]
+#[doc = include_str!("../../../docs/guide/providers.md")]
+pub struct ProvidersGuide;
+
 mod conformance;
 mod coordinator_conformance;
 mod faulty;
