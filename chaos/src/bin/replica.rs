@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use botmesh_chaos::record::{
@@ -40,7 +40,8 @@ use botmesh_core::{
     TransportStatus, Trigger, async_trait,
 };
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
-use tokio::sync::{Notify, mpsc};
+use botmesh_traits::webhook::IntakeSlot;
+use futures_util::StreamExt;
 
 /// The key prefix every replica of a run shares.
 const PREFIX: &str = "chaos";
@@ -86,13 +87,13 @@ fn args() -> Result<Args> {
     })
 }
 
-/// The webhook transport: messages arrive through `Bot::accept` on the HTTP endpoint, sends go to
-/// the platform API.
+/// The webhook transport: messages arrive on the HTTP endpoint and go through the bot's intake,
+/// which says what to answer the sender; sends go to the platform API.
 struct Webhook {
     replica: String,
     platform: String,
     client: reqwest::Client,
-    stop: Arc<Notify>,
+    slot: IntakeSlot,
 }
 
 #[async_trait]
@@ -105,23 +106,18 @@ impl Provider for Webhook {
         Capabilities::shared()
     }
 
-    async fn start(&self, _intake: Intake) -> botmesh_core::traits::Result<InboundStream> {
-        // Deliveries reach the bot through `Bot::accept`; the stream only reports the status
-        // and ends on stop.
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(ProviderEvent::Status(TransportStatus::Open));
-        let stop = Arc::clone(&self.stop);
-        tokio::spawn(async move {
-            stop.notified().await;
-            drop(tx);
-        });
-        Ok(Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|e| (e, rx))
-        })))
+    async fn start(&self, intake: Intake) -> botmesh_core::traits::Result<InboundStream> {
+        // Deliveries reach the bot through the intake; the stream only reports the status and
+        // ends on stop.
+        self.slot.open(intake);
+        let open =
+            futures_util::stream::once(async { ProviderEvent::Status(TransportStatus::Open) });
+        let end = futures_util::stream::once(self.slot.closed()).filter_map(|()| async { None });
+        Ok(Box::pin(open.chain(end)))
     }
 
     async fn stop(&self) -> botmesh_core::traits::Result<()> {
-        self.stop.notify_waiters();
+        self.slot.close();
         Ok(())
     }
 
@@ -509,15 +505,13 @@ async fn echo(log: Log, ctx: Ctx) -> Result<(), BotError> {
     Ok(())
 }
 
-async fn webhook(State(bot): State<Bot>, Json(d): Json<Delivery>) -> StatusCode {
+async fn webhook(State(slot): State<IntakeSlot>, Json(d): Json<Delivery>) -> Response {
     let inbound = Inbound::text(PROVIDER, message_id(d.chat, d.seq), chat_id(d.chat), d.body);
-    match bot.accept(inbound).await {
-        Ok(_) => StatusCode::OK,
-        Err(e) => {
-            tracing::warn!(error = %e, "refused a delivery; the sender retries");
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+    let verdict = slot.accept(inbound).await;
+    if !verdict.is_taken() {
+        tracing::warn!(verdict = %verdict, "refused a delivery; the sender retries");
     }
+    verdict.into_response()
 }
 
 #[tokio::main]
@@ -562,8 +556,9 @@ async fn main() -> Result<()> {
             .timeout(Duration::from_secs(10))
             .build()
             .context("building the HTTP client")?,
-        stop: Arc::new(Notify::new()),
+        slot: IntakeSlot::new(),
     };
+    let slot = provider.slot.clone();
     let (echo_log, note_log) = (log.clone(), log.clone());
     let mut builder = Bot::builder()
         .on(move |event| note_log.note(event))
@@ -578,7 +573,7 @@ async fn main() -> Result<()> {
     let bot = builder.build().context("building the bot")?;
     bot.start().await.context("starting the bot")?;
 
-    let app = Router::new().route("/webhook", post(webhook)).with_state(bot.clone());
+    let app = Router::new().route("/webhook", post(webhook)).with_state(slot);
     let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port))
         .await
         .with_context(|| format!("binding port {}", args.port))?;
