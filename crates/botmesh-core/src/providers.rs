@@ -1,10 +1,11 @@
 //! The bot's providers: which one a send goes out through, and which transports this process
 //! runs now.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use botmesh_traits::{Error, Provider};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// One provider of the bot and whether this process runs its transport.
 pub(crate) struct Transport {
@@ -13,6 +14,11 @@ pub(crate) struct Transport {
     pub(crate) id: Arc<str>,
     /// Its position in [`Providers`], and in the `up` list.
     index: usize,
+    /// Serializes starting and stopping this transport, so a stop never overtakes the start it
+    /// follows; other transports start and stop meanwhile.
+    pub(crate) serial: tokio::sync::Mutex<()>,
+    /// The task reading its inbound stream, while it runs here (see `transport.rs`).
+    pub(crate) reader: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The providers of a bot, in the order they were added; ids are unique.
@@ -31,7 +37,13 @@ impl Providers {
             if list.iter().any(|t| t.id == id) {
                 return Err(id.to_string());
             }
-            list.push(Transport { provider, id, index });
+            list.push(Transport {
+                provider,
+                id,
+                index,
+                serial: tokio::sync::Mutex::new(()),
+                reader: Mutex::new(None),
+            });
         }
         let up = watch::channel(vec![false; list.len()]).0;
         Ok(Self { list, up })

@@ -1,12 +1,12 @@
 //! Starting and stopping each provider's transport, and reading what its stream delivers.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_traits::{Intake, ProviderEvent};
 use futures_util::StreamExt;
+use futures_util::future::join_all;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::dispatcher::Dispatcher;
 use crate::providers::Transport;
@@ -25,23 +25,16 @@ impl Drop for Reading {
     }
 }
 
-/// The transports this process runs: per provider, the task reading its inbound stream.
+/// Starts and stops the bot's transports here; each [`Transport`] keeps the task reading its
+/// stream while it runs.
 pub(crate) struct Transports {
-    /// By provider id: the reader of its stream, while the transport runs here.
-    readers: Mutex<Vec<(Arc<str>, JoinHandle<()>)>>,
     /// How many inbound streams are still being read.
     streams: watch::Sender<usize>,
-    /// Serializes starting and stopping, so a stop never overtakes the start it follows.
-    serial: tokio::sync::Mutex<()>,
 }
 
 impl Transports {
     pub(crate) fn new() -> Self {
-        Self {
-            readers: Mutex::default(),
-            streams: watch::channel(0).0,
-            serial: tokio::sync::Mutex::new(()),
-        }
+        Self { streams: watch::channel(0).0 }
     }
 
     /// Starts `transport` (a no-op when it runs already), handing it `intake`, and reads its
@@ -53,7 +46,7 @@ impl Transports {
         transport: &Transport,
         intake: Intake,
     ) -> Result<()> {
-        let _serial = self.serial.lock().await;
+        let _serial = transport.serial.lock().await;
         if shared.providers.is_up(transport) {
             return Ok(());
         }
@@ -85,11 +78,11 @@ impl Transports {
                 }
             }
         });
-        if let Ok(mut readers) = self.readers.lock() {
-            if let Some(at) = readers.iter().position(|(id, _)| *id == transport.id) {
-                readers.swap_remove(at).1.abort();
-            }
-            readers.push((Arc::clone(&transport.id), reader));
+        if let Ok(mut slot) = transport.reader.lock()
+            && let Some(old) = slot.replace(reader)
+        {
+            // A stream that ended by itself (the platform hung up) left its reader behind.
+            old.abort();
         }
         shared.providers.set_up(transport, true);
         Ok(())
@@ -98,11 +91,8 @@ impl Transports {
     /// Stops `transport` if it runs here, and lets what its stream still holds reach the
     /// queues.
     pub(crate) async fn stop(&self, shared: &Shared, transport: &Transport) -> Result<()> {
-        let _serial = self.serial.lock().await;
-        let reader = self.readers.lock().ok().and_then(|mut readers| {
-            let at = readers.iter().position(|(id, _)| *id == transport.id)?;
-            Some(readers.swap_remove(at).1)
-        });
+        let _serial = transport.serial.lock().await;
+        let reader = transport.reader.lock().ok().and_then(|mut slot| slot.take());
         let Some(mut reader) = reader else { return Ok(()) };
         shared.providers.set_up(transport, false);
         let stopped = transport.provider.stop().await;
@@ -114,16 +104,11 @@ impl Transports {
         stopped.map_err(Into::into)
     }
 
-    /// Stops every transport that runs here; the first failure is returned once all stopped.
+    /// Stops every transport that runs here, all at once; the first failure is returned once
+    /// all stopped.
     pub(crate) async fn stop_all(&self, shared: &Shared) -> Result<()> {
-        let mut first = Ok(());
-        for transport in shared.providers.iter() {
-            let stopped = self.stop(shared, transport).await;
-            if first.is_ok() {
-                first = stopped;
-            }
-        }
-        first
+        let stops = shared.providers.iter().map(|transport| self.stop(shared, transport));
+        join_all(stops).await.into_iter().find(Result::is_err).unwrap_or(Ok(()))
     }
 
     /// Waits until no inbound stream is read any more.
