@@ -2,8 +2,7 @@
 //! `provider:<id>`, spread over the replicas when several are free.
 //!
 //! A replica that leads no transport campaigns for a vacant one every `lease / 6`; one that
-//! already leads (or is campaigning for) another transport only every `lease / 3`, and never
-//! on its first pass. So when a transport falls vacant, a free replica usually wins it, and at
+//! already leads another transport only every `lease / 3`, and never on its first pass. So when a transport falls vacant, a free replica usually wins it, and at
 //! start a replica takes one transport at a time while others join; either way a vacant
 //! transport is taken within `lease / 3` of its lease running out. Campaigns of one replica
 //! take turns (`State::campaign`), so two of its loops never both count it as free.
@@ -67,7 +66,8 @@ pub(crate) async fn campaign(
                     state.emit(Event::Leader { name: name.clone(), fence: lead.fence });
                     announced_standby = false;
                     down_since = None;
-                    let _serial = state.transport.lock().await;
+                    let serial = state.transport_lock(&provider);
+                    let _serial = serial.lock().await;
                     // Given up meanwhile (a stall): its stop ran or waits behind this lock.
                     if state.leads(&provider, &lead)
                         && let Err(e) = host.start_transport(&provider).await
@@ -94,7 +94,8 @@ pub(crate) async fn campaign(
                 let lost = lock(&state.leading).remove(&provider);
                 if lost.is_some() {
                     state.emit(Event::Follower { name: name.clone(), reason: FollowReason::Lost });
-                    let _serial = state.transport.lock().await;
+                    let serial = state.transport_lock(&provider);
+                    let _serial = serial.lock().await;
                     if let Err(e) = host.stop_transport(&provider).await {
                         tracing::warn!(target: "botmesh", provider, error = %e, "stopping the transport failed");
                     }
@@ -127,9 +128,12 @@ async fn step_down(
     reason: FollowReason,
 ) {
     lock(&state.leading).remove(provider);
+    let serial = state.transport_lock(provider);
+    let stopped = serial.lock().await;
     if let Err(e) = host.stop_transport(provider).await {
         tracing::warn!(target: "botmesh", provider, error = %e, "stopping the transport failed");
     }
+    drop(stopped);
     // Announced before the resignation lands, so whoever wins the lease next can
     // only do so after this replica has said it follows.
     state.emit(Event::Follower { name: lead.name.clone(), reason });

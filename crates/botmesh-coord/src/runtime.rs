@@ -45,7 +45,7 @@ impl Runtime {
                 held: Mutex::default(),
                 unreleased: Mutex::default(),
                 leading: Mutex::default(),
-                transport: tokio::sync::Mutex::new(()),
+                transports: Mutex::default(),
                 unresigned: Mutex::default(),
                 campaign: tokio::sync::Mutex::new(()),
                 host: Mutex::new(None),
@@ -147,24 +147,31 @@ impl Coordination for Runtime {
         state.coordinator.heartbeat(state.lease).await?;
         *lock(&state.renewed_at) = started;
         lock(&self.tasks).push(tokio::spawn(heartbeat_loop(Arc::clone(state))));
-        for transport in host.transports() {
-            let elect = match self.provider_session {
+        let (elected, shared): (Vec<_>, Vec<_>) =
+            host.transports().into_iter().partition(|t| match self.provider_session {
                 ProviderSession::Leader => true,
                 ProviderSession::Shared => false,
-                _ => transport.exclusive,
-            };
-            if elect {
-                let campaign = election::campaign(
-                    Arc::clone(state),
-                    Arc::clone(&host),
-                    transport.id,
-                    self.provider_down,
-                    self.step_down_pause,
-                );
-                lock(&self.tasks).push(tokio::spawn(campaign));
-            } else {
-                host.start_transport(&transport.id).await?;
+                _ => t.exclusive,
+            });
+        for (i, transport) in shared.iter().enumerate() {
+            if let Err(e) = host.start_transport(&transport.id).await {
+                // Not started after all: nothing of this start keeps running.
+                for started in &shared[..i] {
+                    let _ = host.stop_transport(&started.id).await;
+                }
+                self.stop().await;
+                return Err(e);
             }
+        }
+        for transport in elected {
+            let campaign = election::campaign(
+                Arc::clone(state),
+                Arc::clone(&host),
+                transport.id,
+                self.provider_down,
+                self.step_down_pause,
+            );
+            lock(&self.tasks).push(tokio::spawn(campaign));
         }
         Ok(())
     }

@@ -43,9 +43,8 @@ pub(crate) struct State {
     pub(crate) unreleased: Mutex<Vec<(TurnGrant, ReleaseOptions)>>,
     /// The transport leaderships held now, by provider id.
     pub(crate) leading: Mutex<HashMap<String, Leadership>>,
-    /// Held while a transport is started or stopped for its leadership, so a stop after the
-    /// leadership was given up can never be overtaken by a start for it.
-    pub(crate) transport: tokio::sync::Mutex<()>,
+    /// Per provider, the lock of [`State::transport_lock`].
+    pub(crate) transports: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Resignations the backend did not confirm, by provider id: retried before campaigning
     /// again.
     pub(crate) unresigned: Mutex<HashMap<String, Leadership>>,
@@ -99,12 +98,25 @@ impl State {
             let state = Arc::clone(self);
             tokio::spawn(async move {
                 let Some(host) = state.host() else { return };
-                let _serial = state.transport.lock().await;
+                let serial = state.transport_lock(&provider);
+                let _serial = serial.lock().await;
+                if lock(&state.leading).contains_key(&provider) {
+                    // Won back meanwhile (a renewal landed): the transport stays.
+                    return;
+                }
                 if let Err(e) = host.stop_transport(&provider).await {
                     tracing::warn!(target: "botmesh", provider, error = %e, "stopping the transport after losing its lease");
                 }
             });
         }
+    }
+
+    /// Held while `provider`'s transport is started or stopped for its leadership, so a stop
+    /// after the leadership was given up can never be overtaken by a start for it. One lock
+    /// per transport: a slow start of one never delays the stop of another.
+    pub(crate) fn transport_lock(&self, provider: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = lock(&self.transports);
+        Arc::clone(locks.entry(provider.to_owned()).or_default())
     }
 
     /// Whether the leadership `lead` of `provider`'s transport is still this replica's (not

@@ -38,13 +38,13 @@ struct BotInner {
 impl BotInner {
     /// Starts provider `id`'s transport here; refused once the bot is stopping.
     async fn start_transport(self: &Arc<Self>, id: &str) -> Result<()> {
-        if self.stopping.load(Ordering::SeqCst) {
-            return Err(BotError::NotRunning);
-        }
         let transport = self.transport(id)?;
-        let intake =
-            Intake::new(Arc::clone(&transport.id), Arc::new(Admission(Arc::downgrade(self))));
-        self.transports.start(&self.shared, &self.dispatcher, transport, intake).await
+        let admission =
+            Admission { bot: Arc::downgrade(self), provider: Arc::clone(&transport.id) };
+        let intake = Intake::new(Arc::clone(&transport.id), Arc::new(admission))
+            .with_store(Arc::clone(&self.shared.store));
+        let (shared, dispatcher) = (&self.shared, &self.dispatcher);
+        self.transports.start(shared, dispatcher, transport, intake, &self.stopping).await
     }
 
     async fn stop_transport(&self, id: &str) -> Result<()> {
@@ -70,13 +70,22 @@ impl BotInner {
     }
 }
 
-/// The bot's side of every provider's [`Intake`]: [`Bot::accept`], answered as a [`Verdict`].
-struct Admission(Weak<BotInner>);
+/// The bot's side of provider `provider`'s [`Intake`]: [`Bot::accept`], answered as a
+/// [`Verdict`]; only while the provider's transport runs here (a handler may keep a clone of
+/// the intake past a stop).
+struct Admission {
+    bot: Weak<BotInner>,
+    provider: Arc<str>,
+}
 
 #[async_trait]
 impl Admit for Admission {
     async fn admit(&self, message: Inbound) -> Verdict {
-        let Some(inner) = self.0.upgrade() else { return Verdict::Unavailable };
+        let Some(inner) = self.bot.upgrade() else { return Verdict::Unavailable };
+        let providers = &inner.shared.providers;
+        if !providers.get(&self.provider).is_some_and(|t| providers.is_up(t)) {
+            return Verdict::Unavailable;
+        }
         match inner.accept(message).await {
             Ok(Accepted::Queued) => Verdict::Queued,
             Ok(Accepted::Duplicate) => Verdict::Duplicate,
@@ -222,7 +231,11 @@ impl Bot {
             }
             None => {
                 for transport in shared.providers.iter() {
-                    self.inner.start_transport(&transport.id).await?;
+                    if let Err(e) = self.inner.start_transport(&transport.id).await {
+                        // Not started after all: no transport of this start keeps running.
+                        let _ = self.inner.transports.stop_all(shared).await;
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -344,10 +357,12 @@ impl Bot {
         self.inner.shared.providers.wait_up(None).await;
     }
 
-    /// Waits until this process runs provider `provider`'s transport. Never returns for an id
-    /// the bot does not have.
-    pub async fn ready_for(&self, provider: &str) {
+    /// Waits until this process runs provider `provider`'s transport; `NoSuchProvider` at once
+    /// for an id the bot does not have.
+    pub async fn ready_for(&self, provider: &str) -> Result<()> {
+        self.inner.transport(provider)?;
         self.inner.shared.providers.wait_up(Some(provider)).await;
+        Ok(())
     }
 
     /// Whether this process runs a transport now.

@@ -60,20 +60,23 @@ impl Providers {
     }
 
     /// The provider a send goes out through: the one it names, else `fallback` (the provider
-    /// of the chat it answers), else the bot's only provider.
+    /// of the chat it answers; a message handed to [`Bot::accept`](crate::Bot::accept) may name
+    /// one the bot does not have), else the bot's only provider.
     pub(crate) fn route(
         &self,
         named: Option<&str>,
         fallback: Option<&str>,
     ) -> Result<&Transport, Error> {
-        match named.or(fallback) {
-            Some(id) => {
-                self.get(id).ok_or_else(|| Error::NoSuchProvider { provider: id.to_owned() })
-            }
-            None => match self.list.as_slice() {
-                [only] => Ok(only),
-                _ => Err(Error::NoSuchProvider { provider: String::new() }),
-            },
+        let missing = |id: &str| Error::NoSuchProvider { provider: id.to_owned() };
+        if let Some(id) = named {
+            return self.get(id).ok_or_else(|| missing(id));
+        }
+        if let Some(found) = fallback.and_then(|id| self.get(id)) {
+            return Ok(found);
+        }
+        match self.list.as_slice() {
+            [only] => Ok(only),
+            _ => Err(missing(fallback.unwrap_or_default())),
         }
     }
 
@@ -166,6 +169,9 @@ mod tests {
         let ambiguous = two.route(None, None).err().unwrap();
         assert!(matches!(ambiguous, Error::NoSuchProvider { provider } if provider.is_empty()));
         assert!(matches!(two.route(Some("wa"), None), Err(Error::NoSuchProvider { .. })));
+        // A message handed in under an id the bot does not know answers through its only one.
+        assert_eq!(&*one.route(None, Some("webhook")).unwrap().id, "tg");
+        assert!(two.route(None, Some("webhook")).is_err());
     }
 
     #[test]

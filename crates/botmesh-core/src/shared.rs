@@ -28,6 +28,9 @@ const CLAIM_BUDGET: Duration = Duration::from_millis(1500);
 /// `RateLimited`.
 const RATE_LIMIT_BUDGET: Duration = Duration::from_secs(60);
 
+/// The shortest wait before a throttled send is tried again.
+const MIN_RATE_LIMIT_WAIT: Duration = Duration::from_millis(100);
+
 pub(crate) type HandlerFn =
     Arc<dyn Fn(Ctx) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
 pub(crate) type HookFn =
@@ -186,8 +189,15 @@ impl Shared {
                         provider: transport.id.to_string(),
                         retry_after,
                     });
-                    tokio::time::sleep(retry_after).await;
-                    waited += retry_after;
+                    // A platform asking for no wait at all still gets a short one.
+                    let wait = retry_after.max(MIN_RATE_LIMIT_WAIT);
+                    tokio::time::sleep(wait).await;
+                    waited += wait;
+                    if self.coordination.is_some() && !self.providers.is_up(transport) {
+                        // The transport moved to another replica meanwhile.
+                        let provider = transport.id.to_string();
+                        return Err(Error::ProviderNotLeader { provider }.into());
+                    }
                 }
                 sent => break sent?,
             }

@@ -1,9 +1,10 @@
 //! Starting and stopping each provider's transport, and reading what its stream delivers.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use botmesh_traits::{Intake, ProviderEvent};
+use botmesh_traits::{Error, Intake, ProviderEvent};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use tokio::sync::watch;
@@ -39,14 +40,20 @@ impl Transports {
 
     /// Starts `transport` (a no-op when it runs already), handing it `intake`, and reads its
     /// stream into `dispatcher` until it ends.
+    /// Refused once `stopping` is set, which is read under the transport's lock, so a start
+    /// can never slip in after the stop that follows it.
     pub(crate) async fn start(
         &self,
         shared: &Arc<Shared>,
         dispatcher: &Arc<Dispatcher>,
         transport: &Transport,
         intake: Intake,
+        stopping: &AtomicBool,
     ) -> Result<()> {
         let _serial = transport.serial.lock().await;
+        if stopping.load(Ordering::SeqCst) {
+            return Err(BotError::NotRunning);
+        }
         if shared.providers.is_up(transport) {
             return Ok(());
         }
@@ -59,7 +66,11 @@ impl Transports {
             let _reading = reading;
             while let Some(event) = stream.next().await {
                 match event {
-                    ProviderEvent::Message(m) => {
+                    ProviderEvent::Message(mut m) => {
+                        if *m.provider != *provider {
+                            // The chat belongs to the provider that received it.
+                            m.provider.clone_from(&provider);
+                        }
                         let key = m.key();
                         // Refused: the bot is closed. The dispatcher reports its other refusals.
                         if let Err(e @ BotError::NotRunning) = dispatcher.dispatch(m) {
@@ -68,6 +79,9 @@ impl Transports {
                     }
                     ProviderEvent::Status(status) => {
                         events.events.emit(Event::Transport { provider: provider.clone(), status });
+                    }
+                    ProviderEvent::Rejected { reason } => {
+                        events.events.error(None, Error::InvalidInput { reason }.into());
                     }
                     ProviderEvent::Delivery(delivery) => {
                         events

@@ -11,9 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_core::coordination::Coordination;
-use botmesh_core::{Bot, BotError, Event};
-use botmesh_traits::{Outbound, Provider, TransportStatus};
+use botmesh_core::{Bot, BotError, Durability, Event, MemoryStore};
+use botmesh_traits::{Outbound, Provider, Store, TransportStatus};
 use tokio::time::Instant;
+
+use crate::FaultyStore;
 
 /// A provider and the platform stand-in it talks to, as [`provider_conformance`] drives them.
 ///
@@ -61,7 +63,8 @@ const WITHIN: Duration = Duration::from_secs(10);
 ///
 /// Covered: the transport's status through start and stop, and its stream ending on stop;
 /// acknowledged inbound (a webhook answers `200` only once the bot took the message, `503`
-/// while it cannot, and a redelivery is handled once); send receipts; a rate-limited send
+/// while it cannot, as when the journal write fails, and a redelivery is handled once); send
+/// receipts; a rate-limited send
 /// sent again once; malformed input answered with a typed `4xx`, the provider working on
 /// after it; and an exclusive session running on exactly one of two replicas.
 pub async fn provider_conformance(
@@ -70,6 +73,7 @@ pub async fn provider_conformance(
 ) {
     status_follows_start_and_stop(harness).await;
     inbound_is_acknowledged_once_taken(harness).await;
+    a_message_the_bot_could_not_journal_is_asked_for_again(harness).await;
     sends_return_receipts_and_rate_limits_are_ridden_out(harness).await;
     malformed_input_is_refused_and_changes_nothing(harness).await;
     the_election_honours_the_exclusive_flag(harness, coordination).await;
@@ -147,6 +151,46 @@ async fn inbound_is_acknowledged_once_taken(h: &impl ProviderHarness) {
     assert_eq!(handled.load(Ordering::SeqCst), 1, "nothing was handled once stopped");
 }
 
+/// With durability, a webhook answers `200` only once the message is journaled: a journal
+/// write that fails is a `503`, and the platform's redelivery is taken and handled once.
+async fn a_message_the_bot_could_not_journal_is_asked_for_again(h: &impl ProviderHarness) {
+    let provider = h.provider().await;
+    let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
+    let handled = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&handled);
+    let bot = Bot::builder()
+        .provider_arc(Arc::clone(&provider))
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .durability(Durability::new())
+        .on_message(move |ctx| {
+            let counted = Arc::clone(&counted);
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                ctx.reply(format!("echo {}", ctx.body())).await?;
+                Ok::<_, BotError>(())
+            }
+        })
+        .build()
+        .expect("a bot with one provider builds");
+    bot.start().await.expect("the provider starts");
+    let (chat, id) = (fresh("chat"), fresh("m"));
+    store.fail_journal_appends(1);
+    let Some(refused) = h.user_says(&provider, &chat, &id, "hello").await else {
+        // A platform that waits for no answer has nothing to redeliver.
+        store.fail_journal_appends(0);
+        bot.stop().await.expect("the provider stops");
+        return;
+    };
+    assert_eq!(refused, 503, "not journaled: the platform must deliver it again");
+    let taken = h.user_says(&provider, &chat, &id, "hello").await;
+    assert_eq!(taken, Some(200), "the redelivery is taken");
+    eventually("the bot answers the redelivery", || async { !h.received(&chat).await.is_empty() })
+        .await;
+    bot.wait_idle().await;
+    assert_eq!(handled.load(Ordering::SeqCst), 1, "handled once");
+    bot.stop().await.expect("the provider stops");
+}
+
 async fn sends_return_receipts_and_rate_limits_are_ridden_out(h: &impl ProviderHarness) {
     let provider = h.provider().await;
     let events = Arc::new(Mutex::new(Vec::new()));
@@ -164,7 +208,7 @@ async fn sends_return_receipts_and_rate_limits_are_ridden_out(h: &impl ProviderH
     bot.ready().await;
     let chat = fresh("chat");
     let receipt = bot.send(&Outbound::text(chat.as_str(), "one")).await.expect("a send succeeds");
-    let _ = receipt.id;
+    assert!(receipt.id.is_some(), "a send's receipt carries the platform's message id");
     assert_eq!(h.received(&chat).await, ["one"], "the platform received the send");
     h.throttle_next_send(Duration::from_millis(50)).await;
     bot.send(&Outbound::text(chat.as_str(), "two")).await.expect("a throttled send goes out");
@@ -222,9 +266,9 @@ async fn the_election_honours_the_exclusive_flag(
         async move { n >= 1 }
     })
     .await;
-    // A standby that would start the transport does so within a campaign period; give it
-    // several.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A standby that would start the transport does so within a campaign period (a third of
+    // the lease): give it several, for leases up to a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     match exclusive {
         true => assert_eq!(running(), 1, "an exclusive session runs on one replica"),
         false => assert_eq!(running(), 2, "a shared session runs on every replica"),

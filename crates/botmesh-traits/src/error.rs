@@ -137,7 +137,9 @@ pub enum Error {
         limit: usize,
     },
     /// The bot has no provider with this id, or a send names none while the bot has several.
-    #[error("no provider {provider:?} in this bot")]
+    #[error(
+        "no provider {provider:?} in this bot; a bot with several providers sends through the one a message names (Outbound::via)"
+    )]
     NoSuchProvider {
         /// The id asked for; empty when the send named none.
         provider: String,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::Inbound;
+use crate::{Inbound, Store};
 
 /// What became of a message handed in through an [`Intake`], and so what the provider answers
 /// the platform that delivered it.
@@ -84,6 +84,7 @@ pub trait Admit: Send + Sync + 'static {
 pub struct Intake {
     provider: Arc<str>,
     admit: Arc<dyn Admit>,
+    store: Option<Arc<dyn Store>>,
 }
 
 impl fmt::Debug for Intake {
@@ -95,7 +96,22 @@ impl fmt::Debug for Intake {
 impl Intake {
     /// An intake for provider `provider` that hands messages to `admit`.
     pub fn new(provider: impl Into<Arc<str>>, admit: Arc<dyn Admit>) -> Self {
-        Self { provider: provider.into(), admit }
+        Self { provider: provider.into(), admit, store: None }
+    }
+
+    /// Lends the provider the bot's store (see [`Intake::store`]).
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The bot's store, shared by its replicas, for what a provider keeps across them: a
+    /// poller's offset, so that the replica that takes an exclusive transport over resumes
+    /// where the last one stopped. Keep such rows under keys that start with
+    /// `botmesh:provider:<id>:`. `None` outside a bot.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
     }
 
     /// An intake that takes nothing: every message is answered [`Verdict::Unavailable`].

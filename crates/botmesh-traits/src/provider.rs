@@ -106,6 +106,12 @@ pub enum ProviderEvent {
     Status(TransportStatus),
     /// A sent message was delivered, read, or failed.
     Delivery(Delivery),
+    /// The provider refused something its platform sent (a body that does not parse, an
+    /// update it cannot read). The bot reports it as an error event; nothing reached a chat.
+    Rejected {
+        /// What was wrong with it, never including secrets.
+        reason: String,
+    },
 }
 
 /// The stream of events a started provider yields. It ends when the provider stops.

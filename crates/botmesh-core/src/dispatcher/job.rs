@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_traits::{Error, Inbound, Ticket};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Accepted;
+use super::dedupe::Waiter;
 use crate::Result;
 use crate::coordination::{Coordination, Turn};
 
@@ -53,16 +53,13 @@ pub(super) enum Journal {
     Elsewhere,
 }
 
-/// Tells a sender waiting in [`Dispatcher::accept`] what became of its message.
-pub(super) type AcceptTx = oneshot::Sender<Result<Accepted>>;
-
 /// A unit of work with, under coordination, the ticket taken for it on arrival.
 pub(super) struct Job {
     pub(super) work: Work,
     pub(super) ticket: Option<Result<Ticket, Error>>,
     pub(super) journal: Journal,
     /// A sender waiting to acknowledge the message (see [`Dispatcher::accept`]).
-    pub(super) accepted: Option<AcceptTx>,
+    pub(super) accepted: Option<Waiter>,
 }
 
 impl Job {
@@ -106,7 +103,7 @@ impl Job {
                 Err(Error::CoordinationUnavailable { reason: e.to_string(), source: None }.into())
             }
         };
-        let _ = tx.send(answer);
+        tx.send(answer);
     }
 }
 

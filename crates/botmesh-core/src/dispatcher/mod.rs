@@ -7,8 +7,10 @@
 //! replica gets round to it. The worker then waits for each ticket's turn, handles the job, and
 //! gives the turn back once the conversation it fed is waiting again or has ended.
 //!
-//! This module is the chat registry: it dedupes and queues what arrives, starts a chat's
-//! tasks, and drains them at stop. The rest, by role:
+//! This module is the chat registry: it queues what arrives, starts a chat's tasks, and
+//! drains them at stop. The rest, by role:
+//! - `dedupe.rs`: the message ids this process has, pending or taken, and the waiting sender
+//!   whose answer settles them;
 //! - `job.rs`: what a chat's queue carries (a message, a timer, a takeover) and the answer
 //!   owed to a waiting sender;
 //! - `ticketer.rs`: journals and takes tickets in arrival order, in front of the worker;
@@ -21,7 +23,7 @@
 //! - `exits.rs`: cancel words and interrupting triggers;
 //! - `replay.rs`: the periodic replay of what dead replicas journaled and never handled.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -31,6 +33,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 mod conversation;
+mod dedupe;
 mod exits;
 mod job;
 mod journal;
@@ -42,7 +45,8 @@ mod worker;
 
 pub(crate) use self::replay::replay;
 
-use self::job::{AcceptTx, Job, Journal, Work};
+use self::dedupe::{Dedupe, Seen, Waiter};
+use self::job::{Job, Journal, Work};
 use self::ticketer::ticketer;
 use self::worker::Worker;
 use crate::shared::Shared;
@@ -69,38 +73,6 @@ pub(crate) enum Accepted {
     Duplicate,
 }
 
-/// Remembers the last `capacity` message ids to drop duplicates within this process.
-struct Dedupe {
-    seen: HashSet<(String, String)>,
-    order: VecDeque<(String, String)>,
-    capacity: usize,
-}
-
-impl Dedupe {
-    fn insert(&mut self, provider: &str, id: &str) -> bool {
-        if self.capacity == 0 {
-            return true;
-        }
-        let entry = (provider.to_owned(), id.to_owned());
-        if self.seen.contains(&entry) {
-            return false;
-        }
-        if self.order.len() >= self.capacity
-            && let Some(old) = self.order.pop_front()
-        {
-            self.seen.remove(&old);
-        }
-        self.seen.insert(entry.clone());
-        self.order.push_back(entry);
-        true
-    }
-
-    /// Forgets an id, so that the sender's next delivery of a refused message is taken.
-    fn forget(&mut self, provider: &str, id: &str) {
-        self.seen.remove(&(provider.to_owned(), id.to_owned()));
-    }
-}
-
 /// A chat's registration: where its jobs go, and how many are not finished yet.
 struct Entry {
     tx: mpsc::UnboundedSender<Job>,
@@ -110,7 +82,7 @@ struct Entry {
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
     chats: Mutex<HashMap<ChatKey, Entry>>,
-    dedupe: Mutex<Dedupe>,
+    dedupe: Arc<Mutex<Dedupe>>,
     closed: AtomicBool,
     pending: AtomicUsize,
     idle: Notify,
@@ -129,11 +101,7 @@ impl Dispatcher {
         Self {
             shared,
             chats: Mutex::default(),
-            dedupe: Mutex::new(Dedupe {
-                seen: HashSet::new(),
-                order: VecDeque::new(),
-                capacity: dedupe_capacity,
-            }),
+            dedupe: Arc::new(Mutex::new(Dedupe::new(dedupe_capacity))),
             closed: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             idle: Notify::new(),
@@ -157,7 +125,9 @@ impl Dispatcher {
 
     /// Queues a message and waits until its sender may acknowledge it: journaled (with
     /// durability) and holding its ticket (under coordination). On an error the message was
-    /// not taken and its id is forgotten, so that the sender's next delivery is.
+    /// not taken and its id is forgotten, so that the sender's next delivery is (see
+    /// `dedupe.rs`); a delivery of a message whose earlier delivery is still being taken is
+    /// told to come back later.
     pub(crate) async fn accept(self: &Arc<Self>, inbound: Inbound) -> Result<Accepted> {
         if self.shared.coordination.as_ref().is_some_and(|c| c.stalled()) {
             // Its turns may be another replica's already: nothing taken here is safe until a
@@ -166,18 +136,17 @@ impl Dispatcher {
             return Err(Error::CoordinationUnavailable { reason, source: None }.into());
         }
         let (tx, rx) = oneshot::channel();
-        let (provider, id) = (inbound.provider.clone(), inbound.id.clone());
-        let answer = match self.queue(inbound, Some(tx))? {
-            Accepted::Duplicate => return Ok(Accepted::Duplicate),
+        match self.queue(inbound, Some(tx))? {
+            Accepted::Duplicate => Ok(Accepted::Duplicate),
             Accepted::Queued => rx.await.unwrap_or(Err(BotError::NotRunning)),
-        };
-        if answer.is_err() {
-            lock(&self.dedupe).forget(&provider, id.as_str());
         }
-        answer
     }
 
-    fn queue(self: &Arc<Self>, inbound: Inbound, accepted: Option<AcceptTx>) -> Result<Accepted> {
+    fn queue(
+        self: &Arc<Self>,
+        inbound: Inbound,
+        accepted: Option<oneshot::Sender<Result<Accepted>>>,
+    ) -> Result<Accepted> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(BotError::NotRunning);
         }
@@ -189,10 +158,24 @@ impl Dispatcher {
             self.shared.events.error(Some(&key), too_large().into());
             return Err(too_large().into());
         }
-        if !lock(&self.dedupe).insert(&inbound.provider, inbound.id.as_str()) {
-            self.shared.events.emit(Event::Duplicate { key, id: inbound.id });
-            return Ok(Accepted::Duplicate);
+        let state = if accepted.is_some() { Seen::Pending } else { Seen::Taken };
+        match lock(&self.dedupe).admit(&inbound.provider, inbound.id.as_str(), state) {
+            None => {}
+            Some(Seen::Pending) if accepted.is_some() => {
+                // Its earlier delivery may still be refused: this one cannot be answered yet.
+                let reason =
+                    format!("an earlier delivery of message {} is still being taken", inbound.id);
+                return Err(Error::CoordinationUnavailable { reason, source: None }.into());
+            }
+            Some(_) => {
+                self.shared.events.emit(Event::Duplicate { key, id: inbound.id });
+                return Ok(Accepted::Duplicate);
+            }
         }
+        let accepted = accepted.map(|tx| {
+            let id = (inbound.provider.clone(), inbound.id.as_str().to_owned());
+            Waiter::new(tx, Arc::clone(&self.dedupe), id)
+        });
         self.pending.fetch_add(1, Ordering::SeqCst);
         let journal =
             if self.shared.durability.is_some() { Journal::Pending } else { Journal::Off };

@@ -208,7 +208,7 @@ impl Worker {
     /// waiting in [`Dispatcher::accept`] is told to deliver it again.
     pub(super) async fn hand_back_job(&mut self, mut job: Job) {
         if let Some(tx) = job.accepted.take() {
-            let _ = tx.send(Err(BotError::NotRunning));
+            tx.send(Err(BotError::NotRunning));
         }
         let Job { work, ticket, journal, .. } = job;
         match journal {

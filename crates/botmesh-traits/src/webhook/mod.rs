@@ -42,13 +42,15 @@
 //!     hook.slot.accept(Inbound::text("example", "m1", "c1", body)).await.into_response()
 //! }
 //!
-//! // In `Provider::start`: open the slot, then serve until `Provider::stop` closes it.
+//! // In `Provider::start`: bind (so that a port in use fails the start), open the slot, then
+//! // serve until `Provider::stop` closes it.
 //! async fn start(hook: Hook, intake: Intake) -> std::io::Result<()> {
+//!     let listener = tokio::net::TcpListener::bind(("0.0.0.0", 8080)).await?;
 //!     hook.slot.open(intake);
 //!     let shutdown = hook.slot.closed();
 //!     let router = axum::Router::new().route("/hook", post(receive)).with_state(hook);
 //!     let router = webhook::harden(router, &Limits::new());
-//!     tokio::spawn(webhook::serve(router, ([0, 0, 0, 0], 8080).into(), shutdown));
+//!     tokio::spawn(webhook::serve_on(listener, router, shutdown));
 //!     Ok(())
 //! }
 //! ```
