@@ -27,6 +27,10 @@
 //! - [`MongoServer`]: a private MongoDB wire-protocol server (`mockupdb` speaking the protocol,
 //!   `mongomock` keeping the data) on a free loopback port, since no real `mongod` runs on the
 //!   development machines.
+//! - `telegram::TelegramServer` (feature `telegram`): a local Telegram Bot API stand-in that
+//!   the real teloxide client (or any Bot API client) runs against, for testing Telegram
+//!   bots: users' updates by long poll or webhook push, recorded sends and callback answers,
+//!   the one-poller rule, and injected faults (429, 401, 5xx, revoked tokens).
 //!
 //! # Example
 //!
@@ -65,6 +69,8 @@ mod memory_coordinator;
 mod mongo_server;
 mod provider_conformance;
 mod redis_server;
+#[cfg(feature = "telegram")]
+pub mod telegram;
 mod test_provider;
 #[cfg(feature = "webhook")]
 mod webhook_provider;
@@ -77,6 +83,8 @@ pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
 pub use mongo_server::MongoServer;
 pub use provider_conformance::{ProviderHarness, provider_conformance};
 pub use redis_server::{RedisCluster, RedisServer};
+#[cfg(feature = "telegram")]
+pub use telegram::TelegramServer;
 pub use test_provider::TestProvider;
 #[cfg(feature = "webhook")]
 pub use webhook_provider::{SECRET_HEADER, WEBHOOK_PATH, WebhookTestProvider};

@@ -38,6 +38,12 @@ pub trait ProviderHarness: Send + Sync {
         text: &str,
     ) -> impl Future<Output = Option<u16>> + Send;
 
+    /// The platform's id of the chat the suite calls `name`, for the bot to send to (a
+    /// platform with numeric chat ids numbers the names). By default, `name` itself.
+    fn chat_id(&self, name: &str) -> String {
+        name.to_owned()
+    }
+
     /// The texts the platform received for `chat`, in order, from every instance.
     fn received(&self, chat: &str) -> impl Future<Output = Vec<String>> + Send;
 
@@ -207,16 +213,18 @@ async fn sends_return_receipts_and_rate_limits_are_ridden_out(h: &impl ProviderH
     bot.start().await.expect("the provider starts");
     bot.ready().await;
     let chat = fresh("chat");
-    let receipt = bot.send(&Outbound::text(chat.as_str(), "one")).await.expect("a send succeeds");
+    let to = h.chat_id(&chat);
+    let receipt = bot.send(&Outbound::text(to.as_str(), "one")).await.expect("a send succeeds");
     assert!(receipt.id.is_some(), "a send's receipt carries the platform's message id");
     assert_eq!(h.received(&chat).await, ["one"], "the platform received the send");
     h.throttle_next_send(Duration::from_millis(50)).await;
-    bot.send(&Outbound::text(chat.as_str(), "two")).await.expect("a throttled send goes out");
+    bot.send(&Outbound::text(to.as_str(), "two")).await.expect("a throttled send goes out");
     assert_eq!(h.received(&chat).await, ["one", "two"], "sent again once, after the wait");
-    assert_eq!(
-        *events.lock().unwrap(),
-        [Duration::from_millis(50)],
-        "the wait is the platform's retry-after, reported once"
+    let waits = events.lock().unwrap().clone();
+    // Some platforms count in whole seconds, so the wait may be rounded up.
+    assert!(
+        waits.len() == 1 && waits[0] >= Duration::from_millis(50),
+        "the wait is the platform's retry-after, reported once: {waits:?}"
     );
     bot.stop().await.expect("the provider stops");
 }

@@ -1,0 +1,135 @@
+//! Long polling: `getUpdates` in a loop on the replica elected for the session.
+//!
+//! Each update goes to the bot through the intake, and the loop waits until the bot took it
+//! (queued, and journaled with durability) before it moves on; only then is the offset moved
+//! past it, in the bot's store and, at the next `getUpdates`, at Telegram. An update the bot
+//! cannot take now (the journal is down) is offered again until it is taken. So a poller that
+//! dies loses nothing: the next one resumes at the stored offset and Telegram still holds
+//! what it had not confirmed, and what the old poller handed over but did not record is
+//! dropped by the bot's dedupe (its journal, across replicas).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_traits::{Intake, ProviderEvent, TransportStatus};
+use teloxide_core::payloads::setters::*;
+use teloxide_core::requests::{Request, Requester};
+use teloxide_core::types::{AllowedUpdate, CallbackQueryId};
+use teloxide_core::{ApiError, RequestError};
+
+use crate::errors::is_conflict;
+use crate::inbound::map_update;
+use crate::offset::Offset;
+use crate::state::Inner;
+
+/// The longest pause between two attempts after failures.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The updates asked for: everything but what needs a bot to opt in explicitly.
+pub(crate) fn allowed() -> Vec<AllowedUpdate> {
+    vec![
+        AllowedUpdate::Message,
+        AllowedUpdate::EditedMessage,
+        AllowedUpdate::CallbackQuery,
+        AllowedUpdate::MessageReaction,
+    ]
+}
+
+/// Polls until the provider stops (the task is aborted).
+pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
+    let offset = Offset::new(intake.store().cloned(), &inner.id);
+    let mut next = match offset.load().await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(target: "botmesh", provider = inner.id, error = %e, "reading the poll offset failed; starting from what Telegram holds");
+            0
+        }
+    };
+    let mut backoff = Duration::from_millis(100);
+    let wait = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX);
+    loop {
+        let asked = inner
+            .bot
+            .get_updates()
+            .offset(next)
+            .timeout(wait)
+            .allowed_updates(allowed())
+            .send()
+            .await;
+        let updates = match asked {
+            Ok(updates) => updates,
+            Err(e) => {
+                pause_after(&inner, &e, &mut backoff).await;
+                continue;
+            }
+        };
+        inner.set_status(TransportStatus::Open);
+        backoff = Duration::from_millis(100);
+        let username = inner.username();
+        for update in &updates {
+            let mapped = map_update(&inner.id, username.as_deref(), update);
+            hand_over(&inner, &intake, mapped.inbound).await;
+            if let Some(query) = mapped.callback {
+                answer_callback(&inner, query).await;
+            }
+            next = i32::try_from(update.id.0).unwrap_or(i32::MAX).saturating_add(1);
+        }
+        if !updates.is_empty()
+            && let Err(e) = offset.save(next).await
+        {
+            // Telegram confirms the batch at the next getUpdates anyway; a replica taking
+            // over before that gets it again, and the bot's dedupe drops it.
+            tracing::warn!(target: "botmesh", provider = inner.id, error = %e, "recording the poll offset failed");
+        }
+    }
+}
+
+/// Hands one message to the bot, offering it again until the bot takes it.
+async fn hand_over(inner: &Inner, intake: &Intake, inbound: botmesh_traits::Inbound) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let verdict = intake.accept(inbound.clone()).await;
+        if verdict.is_taken() {
+            return;
+        }
+        if verdict.status() != 503 {
+            // Never takeable (too large, not a message): reported, and skipped.
+            let reason = format!("update {} refused by the bot: {verdict}", inbound.id);
+            inner.report(ProviderEvent::Rejected { reason });
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Stops the spinner on the button the user pressed.
+async fn answer_callback(inner: &Inner, query: String) {
+    let answered = inner.bot.answer_callback_query(CallbackQueryId(query)).send().await;
+    if let Err(e) = answered {
+        tracing::debug!(target: "botmesh", provider = inner.id, error = %e, "answering a callback query failed");
+    }
+}
+
+/// Waits after a failed `getUpdates`, as long as the failure asks.
+///
+/// A conflict (another poller, or a webhook set) and a revoked token close the transport: the
+/// election's step-down rule hands the session to a standby if it stays closed. The loop keeps
+/// trying meanwhile, slowly, so a conflict that clears reopens it.
+async fn pause_after(inner: &Inner, e: &RequestError, backoff: &mut Duration) {
+    let wait = match e {
+        RequestError::RetryAfter(s) => s.duration(),
+        e if is_conflict(e) || matches!(e, RequestError::Api(ApiError::InvalidToken)) => {
+            tracing::warn!(target: "botmesh", provider = inner.id, error = %e, "polling refused; the transport is closed");
+            inner.set_status(TransportStatus::Closed);
+            MAX_BACKOFF
+        }
+        e => {
+            tracing::debug!(target: "botmesh", provider = inner.id, error = %e, "getUpdates failed; trying again");
+            let wait = *backoff;
+            *backoff = (*backoff * 2).min(MAX_BACKOFF);
+            wait
+        }
+    };
+    tokio::time::sleep(wait).await;
+}
