@@ -269,6 +269,95 @@ async fn webhooks_answer_updates_and_refuse_a_wrong_secret_and_a_malformed_body(
     let _ = served;
 }
 
+/// A load balancer in front of replicas' webhook routers: each request goes to the next
+/// replica that is up; one that is down answers `502`, as a balancer whose backend is gone does.
+#[derive(Clone)]
+struct Balancer {
+    routers: Arc<Vec<botmesh_traits::webhook::axum::Router>>,
+    down: Arc<Mutex<Vec<bool>>>,
+    next: Arc<AtomicUsize>,
+}
+
+async fn balance(
+    botmesh_traits::webhook::axum::extract::State(lb): botmesh_traits::webhook::axum::extract::State<Balancer>,
+    request: Request<Body>,
+) -> botmesh_traits::webhook::axum::response::Response {
+    use botmesh_traits::webhook::axum::response::IntoResponse;
+    let i = lb.next.fetch_add(1, Ordering::SeqCst) % lb.routers.len();
+    if lb.down.lock().unwrap()[i] {
+        return botmesh_traits::webhook::axum::http::StatusCode::BAD_GATEWAY.into_response();
+    }
+    match lb.routers[i].clone().oneshot(request).await {
+        Ok(response) => response.into_response(),
+        Err(never) => match never {},
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_behind_webhooks_answer_every_chat_in_order_and_each_update_once() {
+    let server = TelegramServer::builder()
+        .webhook_retry(Duration::from_millis(20), Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let url: url::Url =
+        format!("http://{}/telegram", listener.local_addr().unwrap()).parse().unwrap();
+    let hub = MemoryCoordinationHub::new();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let handled = Arc::new(AtomicUsize::new(0));
+    let (mut replicas, mut routers) = (Vec::new(), Vec::new());
+    for id in ["a", "b", "c"] {
+        let provider = TelegramProvider::webhook(TOKEN, url.clone(), "lb-secret")
+            .with_api_url(server.api_url().parse().unwrap());
+        routers.push(provider.router());
+        let (coordinator, coordination) = replica(&hub, id);
+        let builder = Bot::builder()
+            .provider(provider)
+            .store(Arc::clone(&store))
+            .coordination(coordination)
+            .durability(Durability::new());
+        let bot = echo(builder, &handled).build().unwrap();
+        bot.start().await.unwrap();
+        replicas.push((coordinator, bot));
+    }
+    let lb = Balancer {
+        routers: Arc::new(routers),
+        down: Arc::new(Mutex::new(vec![false; 3])),
+        next: Arc::default(),
+    };
+    let app = botmesh_traits::webhook::axum::Router::new()
+        .route("/telegram", botmesh_traits::webhook::axum::routing::post(balance))
+        .with_state(lb.clone());
+    tokio::spawn(async move { botmesh_traits::webhook::axum::serve(listener, app).await });
+
+    let chats: Vec<i64> = (1..=4).collect();
+    for round in 0..6 {
+        if round == 3 {
+            // A replica dies: the balancer's requests to it fail and Telegram retries them.
+            replicas[1].0.crash();
+            lb.down.lock().unwrap()[1] = true;
+        }
+        for chat in &chats {
+            server.user_says(*chat, *chat, &format!("m{round}"));
+        }
+    }
+    for chat in &chats {
+        let texts = wait_texts(&server, *chat, 6).await;
+        let expected: Vec<String> = (0..6).map(|r| format!("echo text m{r}")).collect();
+        assert_eq!(texts, expected, "chat {chat} in order");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(handled.load(Ordering::SeqCst), 24, "each update handled once");
+    let retried = server.webhook_deliveries().iter().filter(|d| !d.delivered()).count();
+    assert!(retried > 0, "the dead replica's deliveries were refused and retried");
+    for (i, (_, bot)) in replicas.iter().enumerate() {
+        if i != 1 {
+            bot.stop().await.unwrap();
+        }
+    }
+}
+
 // --- The conformance suite -------------------------------------------------------------------
 
 /// The suite's view of Telegram: chats are named by the suite, numbered here.
