@@ -8,7 +8,6 @@
 )]
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,8 +15,8 @@ use std::time::Duration;
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::coordination::Coordination;
 use botmesh_core::{
-    Bot, BotBuilder, BotError, Button, Content, Durability, Event, MemoryStore, OutboundContent,
-    Provider, Store,
+    Bot, BotBuilder, BotError, Button, Durability, Event, MemoryStore, OutboundContent, Provider,
+    Store,
 };
 use botmesh_telegram::{SECRET_HEADER, TelegramProvider};
 use botmesh_testing::telegram::{Fault, TelegramServer};
@@ -206,13 +205,67 @@ async fn three_replicas_poll_one_at_a_time_and_a_standby_takes_over_without_losi
     }
 }
 
-/// Serves `provider`'s router on a free port; returns its public URL.
-async fn served(provider: &TelegramProvider) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let router = provider.router();
-    tokio::spawn(async move { botmesh_traits::webhook::axum::serve(listener, router).await });
-    addr
+/// Waits until `bot` reported an event `wanted` matches.
+async fn event(events: &Arc<Mutex<Vec<Event>>>, wanted: impl Fn(&Event) -> bool) {
+    let deadline = Instant::now() + WITHIN;
+    while !events.lock().unwrap().iter().any(&wanted) {
+        assert!(Instant::now() < deadline, "never saw the event: {:?}", events.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn recorded(builder: BotBuilder) -> (BotBuilder, Arc<Mutex<Vec<Event>>>) {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&events);
+    (builder.on(move |e| kept.lock().unwrap().push(e.clone())), events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_closes_the_poller_s_transport_and_its_leader_steps_down() {
+    let server = TelegramServer::start().await.unwrap();
+    let hub = MemoryCoordinationHub::new();
+    let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), "a").with_lease(LEASE));
+    let coordination = CoordinationConfig::from_arc(coordinator as _)
+        .provider_down(Duration::from_millis(500))
+        .step_down_pause(Duration::from_secs(60))
+        .build();
+    let (builder, events) =
+        recorded(Bot::builder().provider(polling(&server)).coordination(coordination));
+    let bot = echo(builder, &Arc::default()).build().unwrap();
+    bot.start().await.unwrap();
+    tokio::time::timeout(WITHIN, bot.ready()).await.unwrap();
+    server.revoke_token();
+    event(&events, |e| {
+        matches!(e, Event::Transport { status: botmesh_core::TransportStatus::Closed, .. })
+    })
+    .await;
+    event(&events, |e| {
+        matches!(e, Event::Follower { reason: botmesh_core::FollowReason::ProviderDown, .. })
+    })
+    .await;
+    assert!(!bot.runs_transport("telegram"), "stepped down: a standby may poll");
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_webhook_set_elsewhere_is_a_conflict_that_closes_the_polling_transport() {
+    use teloxide_core::payloads::setters::*;
+    use teloxide_core::requests::{Request, Requester};
+    let server = TelegramServer::start().await.unwrap();
+    let provider = polling(&server);
+    let (builder, events) = recorded(Bot::builder().provider(provider.clone()));
+    let bot = echo(builder, &Arc::default()).build().unwrap();
+    bot.start().await.unwrap();
+    server.user_says(1, 1, "hi");
+    wait_texts(&server, 1, 1).await;
+    let url = "https://elsewhere.example/hook".parse().unwrap();
+    provider.client().set_webhook(url).secret_token("x").send().await.unwrap();
+    event(&events, |e| {
+        matches!(e, Event::Transport { status: botmesh_core::TransportStatus::Closed, .. })
+    })
+    .await;
+    assert_eq!(provider.status(), botmesh_core::TransportStatus::Closed);
+    bot.stop().await.unwrap();
 }
 
 #[tokio::test]
@@ -266,7 +319,6 @@ async fn webhooks_answer_updates_and_refuse_a_wrong_secret_and_a_malformed_body(
     }
     assert!(server.sent_texts(5).is_empty(), "nothing refused reached the bot");
     bot.stop().await.unwrap();
-    let _ = served;
 }
 
 /// A load balancer in front of replicas' webhook routers: each request goes to the next
@@ -482,6 +534,3 @@ async fn polling_passes_the_provider_conformance_suite() {
 async fn webhooks_pass_the_provider_conformance_suite() {
     provider_conformance(&Harness::new(true).await, memory_replicas()).await;
 }
-
-#[allow(dead_code, reason = "the content type is named in the module docs' mapping")]
-fn _mapping(_: Content) {}
