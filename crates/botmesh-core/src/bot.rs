@@ -383,14 +383,9 @@ impl Bot {
     }
 
     /// The bytes of a file a user sent, fetched through the provider that received it.
+    /// [`Ctx::media`](crate::Ctx::media) does the same in a handler.
     pub async fn fetch_media(&self, message: &Inbound) -> Result<Bytes> {
-        let media = message.content.media().ok_or_else(|| {
-            BotError::from(Error::InvalidInput {
-                reason: format!("message {} carries no file", message.id),
-            })
-        })?;
-        let transport = self.inner.transport(&message.provider)?;
-        Ok(transport.provider.fetch_media(media).await?)
+        self.inner.shared.fetch_media(message).await
     }
 
     /// Hands a message to the bot directly, as a webhook endpoint does. Returns `false` when it

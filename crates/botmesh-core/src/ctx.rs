@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use botmesh_traits::{ChatId, ChatKey, Outbound, OutboundContent, SendReceipt};
+use botmesh_traits::{Bytes, ChatId, ChatKey, Outbound, OutboundContent, SendReceipt};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -104,6 +104,13 @@ impl Ctx {
     pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
         let via = &self.message.inbound.provider;
         self.shared.send_once(&self.turn, message, via, self.outbox_key()).await
+    }
+
+    /// The bytes of the file this message carries (a photo, a voice note, a document),
+    /// fetched through the provider that received it. `InvalidInput` when it carries none,
+    /// `Unsupported` when the provider cannot fetch files.
+    pub async fn media(&self) -> Result<Bytes> {
+        self.shared.fetch_media(&self.message.inbound).await
     }
 
     /// Reads the data kept for this user (`ctx.user`), an empty object when there is none.

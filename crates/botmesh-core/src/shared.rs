@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use botmesh_traits::{BoxError, Error, Outbound, SendReceipt, Store};
+use botmesh_traits::{BoxError, Bytes, Error, Inbound, Outbound, SendReceipt, Store};
 use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -204,6 +204,15 @@ impl Shared {
         };
         self.events.emit(Event::Sent { chat: message.chat.clone() });
         Ok(receipt)
+    }
+
+    /// The bytes of the file `message` carries, through the provider that received it.
+    pub(crate) async fn fetch_media(&self, message: &Inbound) -> Result<Bytes> {
+        let media = message.content.media().ok_or_else(|| Error::InvalidInput {
+            reason: format!("message {} carries no file", message.id),
+        })?;
+        let transport = self.providers.route(None, Some(&message.provider))?;
+        Ok(transport.provider.fetch_media(media).await?)
     }
 
     pub(crate) async fn user_data(&self, key: &str) -> Result<Value> {

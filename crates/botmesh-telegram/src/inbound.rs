@@ -8,8 +8,8 @@
 
 use botmesh_traits::{Contact, Content, Inbound, Media, MediaKind, MessageId};
 use teloxide_core::types::{
-    CallbackQuery, Chat, InlineKeyboardButtonKind, MaybeInaccessibleMessage, Message, Update,
-    UpdateKind, User,
+    CallbackQuery, Chat, InlineKeyboardButtonKind, MaybeInaccessibleMessage, Message, ReactionType,
+    Update, UpdateKind, User,
 };
 
 /// A mapped update: the message for the bot, and the callback query to answer once it is
@@ -49,6 +49,18 @@ pub(crate) fn map_update(provider: &str, username: Option<&str>, update: &Update
             (from_message(provider, m, id, content), None)
         }
         UpdateKind::CallbackQuery(q) => (pressed(provider, q), Some(q.id.0.clone())),
+        UpdateKind::MessageReaction(r) => {
+            // The user's reaction now: its first emoji, or none when they took it back.
+            let emoji = r.new_reaction.iter().find_map(|t| match t {
+                ReactionType::Emoji { emoji } => Some(emoji.clone()),
+                _ => None,
+            });
+            let to = MessageId::from(message_id(&r.chat, r.message_id.0));
+            let content = Content::Reaction { to, emoji };
+            let id = format!("u{}", update.id.0);
+            let inbound = Inbound::new(provider, id, chat_name(&r.chat, None), content);
+            (with_sender(inbound, &r.chat, r.user()), None)
+        }
         other => {
             let chat = update.chat().map_or_else(
                 || update.from().map_or_else(|| "0".to_owned(), |u| u.id.0.to_string()),
@@ -68,7 +80,7 @@ fn unsupported(kind: &str, raw: String) -> Content {
 fn kind_name(kind: &UpdateKind) -> &'static str {
     match kind {
         UpdateKind::ChannelPost(_) | UpdateKind::EditedChannelPost(_) => "channel_post",
-        UpdateKind::MessageReaction(_) | UpdateKind::MessageReactionCount(_) => "reaction",
+        UpdateKind::MessageReactionCount(_) => "reaction_count",
         UpdateKind::InlineQuery(_) | UpdateKind::ChosenInlineResult(_) => "inline_query",
         UpdateKind::Poll(_) | UpdateKind::PollAnswer(_) => "poll",
         UpdateKind::MyChatMember(_) | UpdateKind::ChatMember(_) => "chat_member",

@@ -56,6 +56,7 @@ mod errors;
 mod inbound;
 mod offset;
 mod outbound;
+mod pauses;
 mod polling;
 mod provider;
 mod state;

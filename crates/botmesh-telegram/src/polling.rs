@@ -118,7 +118,11 @@ async fn answer_callback(inner: &Inner, query: String) {
 /// trying meanwhile, slowly, so a conflict that clears reopens it.
 async fn pause_after(inner: &Inner, e: &RequestError, backoff: &mut Duration) {
     let wait = match e {
-        RequestError::RetryAfter(s) => s.duration(),
+        RequestError::RetryAfter(s) => {
+            // Throttled on a call for no chat: every call waits.
+            inner.pauses.pause(None, s.duration());
+            s.duration()
+        }
         e if is_conflict(e) || matches!(e, RequestError::Api(ApiError::InvalidToken)) => {
             tracing::warn!(target: "botmesh", provider = inner.id, error = %e, "polling refused; the transport is closed");
             inner.set_status(TransportStatus::Closed);

@@ -10,11 +10,11 @@ use botmesh_traits::{
     Result, SendReceipt, TransportStatus, async_trait,
 };
 use futures_util::StreamExt;
-use teloxide_core::Bot;
 use teloxide_core::net::Download;
 use teloxide_core::payloads::setters::*;
 use teloxide_core::requests::{Request, Requester};
 use teloxide_core::types::{FileId, ParseMode};
+use teloxide_core::{Bot, RequestError};
 use tokio::sync::mpsc;
 
 use crate::errors::{is_transient, typed};
@@ -208,6 +208,8 @@ impl Provider for TelegramProvider {
 
     async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
         let inner = &self.inner;
+        let chat = outbound::target(message.chat.as_str()).ok().map(|t| t.chat.0);
+        inner.pauses.wait(chat).await;
         let attempt = || outbound::send(&inner.bot, inner.parse_mode, message);
         // Telegram failing on its side (5xx) or the network: tried again with backoff. A 429
         // goes back to the bot, which waits as long as Telegram asked.
@@ -224,6 +226,9 @@ impl Provider for TelegramProvider {
             Ok(None) => Ok(SendReceipt::new(None)),
             Err(Failure::Refused(e)) => Err(e),
             Err(Failure::Platform(e)) => {
+                if let RequestError::RetryAfter(wait) = &e {
+                    inner.pauses.pause(chat, wait.duration());
+                }
                 Err(typed(&inner.id, "send", Some(message.chat.as_str()), e))
             }
         }

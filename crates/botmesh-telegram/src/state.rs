@@ -10,6 +10,8 @@ use teloxide_core::types::ParseMode;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::pauses::Pauses;
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -47,6 +49,8 @@ pub(crate) struct Inner {
     pub(crate) events: Mutex<Option<mpsc::UnboundedSender<ProviderEvent>>>,
     pub(crate) status: Mutex<TransportStatus>,
     pub(crate) poller: Mutex<Option<JoinHandle<()>>>,
+    /// What Telegram asked to wait for after a `429`.
+    pub(crate) pauses: Pauses,
 }
 
 impl Inner {
@@ -62,6 +66,7 @@ impl Inner {
             events: Mutex::new(None),
             status: Mutex::new(TransportStatus::Closed),
             poller: Mutex::new(None),
+            pauses: Pauses::default(),
         }
     }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::coordination::Coordination;
 use botmesh_core::{
-    Bot, BotBuilder, BotError, Button, Durability, Event, MemoryStore, OutboundContent, Provider,
-    Store,
+    Bot, BotBuilder, BotError, Button, Content, Durability, Event, MemoryStore, OutboundContent,
+    Provider, Store,
 };
 use botmesh_telegram::{SECRET_HEADER, TelegramProvider};
 use botmesh_testing::telegram::{Fault, TelegramServer};
@@ -84,6 +84,52 @@ async fn polling_answers_users_commands_lose_the_bot_s_username_and_topics_are_k
         (sent[0].thread_id, sent[0].text.as_deref()),
         (Some(9), Some("echo text in a topic"))
     );
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_photo_s_bytes_are_fetched_through_the_provider_and_edits_and_reactions_arrive_typed() {
+    let server = TelegramServer::start().await.unwrap();
+    let bot = Bot::builder()
+        .provider(polling(&server))
+        .on_message(|ctx| async move {
+            let answer = match &ctx.message().inbound.content {
+                Content::Media { caption, .. } => {
+                    let bytes = ctx.media().await?;
+                    format!("{} bytes, {}", bytes.len(), caption.as_deref().unwrap_or_default())
+                }
+                Content::Edit { of, content } => {
+                    format!("{of} now says {}", content.as_text().unwrap_or_default())
+                }
+                Content::Reaction { to, emoji } => format!("{to} got {emoji:?}"),
+                other => format!("a {}", other.type_name()),
+            };
+            ctx.reply(answer).await?;
+            Ok::<_, BotError>(())
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    server.user_sends_photo(8, 8, vec![7u8; 1234], Some("my cat"));
+    assert_eq!(wait_texts(&server, 8, 1).await, ["1234 bytes, my cat"]);
+    let said = server.next_message_id(8);
+    server.user_sends(serde_json::json!({"message": {
+        "message_id": said, "date": 0, "text": "helo",
+        "chat": {"id": 8, "type": "private", "first_name": "u"},
+        "from": {"id": 8, "is_bot": false, "first_name": "u"},
+    }}));
+    wait_texts(&server, 8, 2).await;
+    server.user_edits(8, 8, said, "hello");
+    let texts = wait_texts(&server, 8, 3).await;
+    assert_eq!(texts[2], format!("8:{said} now says hello"));
+    server.user_sends(serde_json::json!({"message_reaction": {
+        "chat": {"id": 8, "type": "private", "first_name": "u"},
+        "message_id": said, "date": 0,
+        "user": {"id": 8, "is_bot": false, "first_name": "u"},
+        "old_reaction": [], "new_reaction": [{"type": "emoji", "emoji": "👍"}],
+    }}));
+    let texts = wait_texts(&server, 8, 4).await;
+    assert_eq!(texts[3], format!("8:{said} got Some(\"👍\")"));
     bot.stop().await.unwrap();
 }
 
