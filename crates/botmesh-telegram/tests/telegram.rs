@@ -134,6 +134,47 @@ async fn a_photo_s_bytes_are_fetched_through_the_provider_and_edits_and_reaction
 }
 
 #[tokio::test]
+async fn media_goes_out_uploaded_or_by_url_and_group_members_each_have_a_conversation() {
+    use botmesh_core::{MediaKind, MediaSource, Outbound};
+    use botmesh_testing::telegram::MediaSource as Sent;
+    let server = TelegramServer::start().await.unwrap();
+    let bot = Bot::builder()
+        .provider(polling(&server))
+        .on_message(|ctx| async move {
+            let (chat, body) = (ctx.chat().clone(), ctx.body().to_owned());
+            let source = match body.as_str() {
+                "upload" => MediaSource::bytes(vec![1u8, 2, 3], Some("a.png".into()), None),
+                _ => MediaSource::url("https://cdn.example/cat.png"),
+            };
+            let kind = MediaKind::Image;
+            let content = OutboundContent::Media { kind, source, caption: Some(body) };
+            ctx.send(&Outbound::new(chat, content)).await?;
+            // In a group, the key is the member's own.
+            ctx.reply(ctx.key().to_string()).await?;
+            Ok::<_, BotError>(())
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    server.user_says(-500, 1, "upload");
+    server.wait_for_sent(-500, 2, WITHIN).await;
+    server.user_says(-500, 2, "link");
+    let sent = server.wait_for_sent(-500, 4, WITHIN).await;
+    let media: Vec<Sent> = sent.iter().filter_map(|m| m.media.clone()).map(|m| m.source).collect();
+    assert_eq!(
+        media,
+        [
+            Sent::Upload { file_name: Some("a.png".into()), bytes: vec![1, 2, 3] },
+            Sent::Url("https://cdn.example/cat.png".into())
+        ]
+    );
+    let keys: Vec<String> =
+        sent.iter().filter(|m| m.media.is_none()).filter_map(|m| m.text.clone()).collect();
+    assert_eq!(keys, ["telegram:-500/1", "telegram:-500/2"], "one conversation per member");
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_button_press_reaches_the_bot_titled_and_its_callback_query_is_answered() {
     let server = TelegramServer::start().await.unwrap();
     let bot = echo(Bot::builder().provider(polling(&server)), &Arc::default()).build().unwrap();
@@ -234,6 +275,17 @@ async fn three_replicas_poll_one_at_a_time_and_a_standby_takes_over_without_losi
     for chat in 1..=5 {
         server.user_says(chat, chat, &format!("after {chat}"));
     }
+    // The standby polls within lease + lease / 3 of the crash (a little more for the clock).
+    let deadline = Instant::now() + WITHIN;
+    while !replicas.iter().enumerate().any(|(i, (_, b))| i != old && b.runs_transport("telegram")) {
+        assert!(Instant::now() < deadline, "no standby took over");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took_over = t0.elapsed();
+    assert!(
+        took_over <= LEASE + LEASE / 3 + Duration::from_millis(300),
+        "took over after {took_over:?}"
+    );
     for chat in 1..=5 {
         let texts = wait_texts(&server, chat, 2).await;
         assert_eq!(texts, [format!("echo text before {chat}"), format!("echo text after {chat}")]);
