@@ -14,17 +14,19 @@ pub(crate) fn is_conflict(e: &RequestError) -> bool {
     }
 }
 
-/// Whether `e` may go away if the same call is made again shortly: the network, or the
-/// platform failing on its side (teloxide reports 5xx replies as unknown API errors or bodies
-/// that do not parse).
+/// Whether `e` may go away if the same call is made again shortly, with no risk that the first
+/// call went through: the connection could not be made, or Telegram failed on its side (5xx).
+/// A timeout is not retried: the message may have been sent.
 pub(crate) fn is_transient(e: &RequestError) -> bool {
-    matches!(
-        e,
-        RequestError::Network(_)
-            | RequestError::Io(_)
-            | RequestError::InvalidJson { .. }
-            | RequestError::Api(ApiError::Unknown(_))
-    )
+    match e {
+        RequestError::Network(e) => e.is_connect(),
+        RequestError::Api(ApiError::Unknown(text)) => {
+            ["Internal Server Error", "Bad Gateway", "Service Unavailable", "Gateway Timeout"]
+                .iter()
+                .any(|s| text.contains(s))
+        }
+        _ => false,
+    }
 }
 
 /// The typed error for what provider `provider` got from Telegram during `op`, about `chat`.
@@ -38,6 +40,7 @@ pub(crate) fn typed(
         provider: provider.to_owned(),
         chat: chat.unwrap_or_default().to_owned(),
     };
+    let invalid = |reason: String| Error::InvalidInput { reason };
     match e {
         RequestError::RetryAfter(wait) => Error::RateLimited { retry_after: wait.duration() },
         RequestError::Api(ApiError::InvalidToken) => {
@@ -51,8 +54,22 @@ pub(crate) fn typed(
             | ApiError::BotKickedFromSupergroup
             | ApiError::BotKickedFromChannel,
         ) => gone(),
-        RequestError::Api(ApiError::RequestEntityTooLarge) => {
+        RequestError::Api(ApiError::RequestEntityTooLarge | ApiError::MessageIsTooLong) => {
             Error::TooLarge { what: format!("a request to {op}"), size: 0, limit: 0 }
+        }
+        RequestError::Api(
+            e @ (ApiError::CantParseEntities(_)
+            | ApiError::MessageTextIsEmpty
+            | ApiError::ButtonDataInvalid),
+        ) => invalid(e.to_string()),
+        RequestError::MigrateToChatId(to) => {
+            invalid(format!("the group became supergroup {}: send to it instead", to.0))
+        }
+        // Telegram refusing the request as it is: sending it again does not help.
+        RequestError::Api(ApiError::Unknown(text))
+            if text.starts_with("Bad Request") || text.starts_with("Forbidden") =>
+        {
+            invalid(text)
         }
         other => Error::provider(provider, op, other),
     }
@@ -75,7 +92,14 @@ mod tests {
         assert!(matches!(revoked, Error::Unauthorized { .. }));
         let blocked = typed("tg", "send", Some("42"), RequestError::Api(ApiError::BotBlocked));
         assert!(matches!(blocked, Error::RecipientGone { chat, .. } if chat == "42"));
-        let other = typed("tg", "send", None, RequestError::Api(ApiError::Unknown("x".into())));
-        assert!(other.is_retryable());
+        let long = typed("tg", "send", None, RequestError::Api(ApiError::MessageIsTooLong));
+        assert!(matches!(long, Error::TooLarge { .. }));
+        let bad = typed("tg", "send", None, RequestError::Api(ApiError::MessageTextIsEmpty));
+        assert!(!bad.is_retryable());
+        let refused = RequestError::Api(ApiError::Unknown("Bad Request: nope".into()));
+        assert!(!typed("tg", "send", None, refused).is_retryable());
+        let failing = RequestError::Api(ApiError::Unknown("Internal Server Error".into()));
+        assert!(is_transient(&failing));
+        assert!(typed("tg", "send", None, failing).is_retryable());
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Ids are chosen so that a redelivered update maps to the same message and two updates never
 //! share one: a message is `<chat>:<message id>` (Telegram numbers messages per chat), an edit
-//! `<chat>:<message id>:e<edit time>`, a button press `cb:<callback query id>`, anything else
-//! `u<update id>`. A chat in a forum topic is `<chat>#<thread>`, so that replies go back to the
+//! `<chat>:<message id>:u<update id>`, a button press `cb:<callback query id>`, anything else
+//! `u<update id>`. Business-account messages are not the bot's own chats: they arrive as
+//! `Unsupported`. A chat in a forum topic is `<chat>#<thread>`, so that replies go back to the
 //! topic; in groups the sender is the participant, so each member has a conversation.
 
 use botmesh_traits::{Contact, Content, Inbound, Media, MediaKind, MessageId};
@@ -36,14 +37,15 @@ pub(crate) fn message_id(chat: &Chat, id: i32) -> String {
 pub(crate) fn map_update(provider: &str, username: Option<&str>, update: &Update) -> Mapped {
     let raw = || serde_json::to_string(update).unwrap_or_default();
     let (inbound, callback) = match &update.kind {
-        UpdateKind::Message(m) | UpdateKind::BusinessMessage(m) => {
+        UpdateKind::Message(m) => {
             let content = content(m, username).unwrap_or_else(|| unsupported("message", raw()));
             (from_message(provider, m, message_id(&m.chat, m.id.0), content), None)
         }
-        UpdateKind::EditedMessage(m) | UpdateKind::EditedBusinessMessage(m) => {
+        UpdateKind::EditedMessage(m) => {
             let now = content(m, username).unwrap_or_else(|| unsupported("message", raw()));
-            let edited = m.edit_date().map_or(0, |d| d.timestamp());
-            let id = format!("{}:e{edited}", message_id(&m.chat, m.id.0));
+            // Named by its update, which a redelivery keeps: two edits of one message are
+            // two messages, whenever they were made.
+            let id = format!("{}:u{}", message_id(&m.chat, m.id.0), update.id.0);
             let of = MessageId::from(message_id(&m.chat, m.id.0));
             let content = Content::Edit { of, content: Box::new(now) };
             (from_message(provider, m, id, content), None)
@@ -80,6 +82,10 @@ fn unsupported(kind: &str, raw: String) -> Content {
 fn kind_name(kind: &UpdateKind) -> &'static str {
     match kind {
         UpdateKind::ChannelPost(_) | UpdateKind::EditedChannelPost(_) => "channel_post",
+        UpdateKind::BusinessMessage(_)
+        | UpdateKind::EditedBusinessMessage(_)
+        | UpdateKind::BusinessConnection(_)
+        | UpdateKind::DeletedBusinessMessages(_) => "business",
         UpdateKind::MessageReactionCount(_) => "reaction_count",
         UpdateKind::InlineQuery(_) | UpdateKind::ChosenInlineResult(_) => "inline_query",
         UpdateKind::Poll(_) | UpdateKind::PollAnswer(_) => "poll",

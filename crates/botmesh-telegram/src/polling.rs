@@ -25,6 +25,13 @@ use crate::state::Inner;
 /// The longest pause between two attempts after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
+/// How long `getUpdates` may keep failing (Telegram unreachable) before the transport is
+/// reported closed, so that the step-down rule can hand the session to a standby.
+const UNREACHABLE: Duration = Duration::from_secs(30);
+
+/// The longest wait one `getUpdates` may ask for: the client gives up on a request after 17 s.
+const MAX_POLL: Duration = Duration::from_secs(15);
+
 /// The updates asked for: everything but what needs a bot to opt in explicitly.
 pub(crate) fn allowed() -> Vec<AllowedUpdate> {
     vec![
@@ -46,7 +53,9 @@ pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
         }
     };
     let mut backoff = Duration::from_millis(100);
-    let wait = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX);
+    let wait =
+        u32::try_from(timeout.clamp(Duration::from_secs(1), MAX_POLL).as_secs()).unwrap_or(1);
+    let mut failing_since: Option<tokio::time::Instant> = None;
     loop {
         let asked = inner
             .bot
@@ -59,18 +68,23 @@ pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
         let updates = match asked {
             Ok(updates) => updates,
             Err(e) => {
+                let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= UNREACHABLE {
+                    inner.set_status(TransportStatus::Closed);
+                }
                 pause_after(&inner, &e, &mut backoff).await;
                 continue;
             }
         };
+        failing_since = None;
         inner.set_status(TransportStatus::Open);
         backoff = Duration::from_millis(100);
         let username = inner.username();
         for update in &updates {
             let mapped = map_update(&inner.id, username.as_deref(), update);
-            hand_over(&inner, &intake, mapped.inbound).await;
-            if let Some(query) = mapped.callback {
-                answer_callback(&inner, query).await;
+            let taken = hand_over(&inner, &intake, mapped.inbound).await;
+            if let (true, Some(query)) = (taken, mapped.callback) {
+                answer_callback(&inner, query);
             }
             next = i32::try_from(update.id.0).unwrap_or(i32::MAX).saturating_add(1);
         }
@@ -84,31 +98,35 @@ pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
     }
 }
 
-/// Hands one message to the bot, offering it again until the bot takes it.
-async fn hand_over(inner: &Inner, intake: &Intake, inbound: botmesh_traits::Inbound) {
+/// Hands one message to the bot, offering it again until the bot takes it. `false` when the
+/// bot can never take it (too large, not a message): reported, and skipped.
+async fn hand_over(inner: &Inner, intake: &Intake, inbound: botmesh_traits::Inbound) -> bool {
     let mut backoff = Duration::from_millis(100);
     loop {
         let verdict = intake.accept(inbound.clone()).await;
         if verdict.is_taken() {
-            return;
+            return true;
         }
         if verdict.status() != 503 {
-            // Never takeable (too large, not a message): reported, and skipped.
             let reason = format!("update {} refused by the bot: {verdict}", inbound.id);
             inner.report(ProviderEvent::Rejected { reason });
-            return;
+            return false;
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
-/// Stops the spinner on the button the user pressed.
-async fn answer_callback(inner: &Inner, query: String) {
-    let answered = inner.bot.answer_callback_query(CallbackQueryId(query)).send().await;
-    if let Err(e) = answered {
-        tracing::debug!(target: "botmesh", provider = inner.id, error = %e, "answering a callback query failed");
-    }
+/// Stops the spinner on the button the user pressed, in the background: a slow answer never
+/// holds up the updates after it.
+pub(crate) fn answer_callback(inner: &Inner, query: String) {
+    let (bot, provider) = (inner.bot.clone(), inner.id.clone());
+    tokio::spawn(async move {
+        let answered = bot.answer_callback_query(CallbackQueryId(query)).send().await;
+        if let Err(e) = answered {
+            tracing::debug!(target: "botmesh", provider, error = %e, "answering a callback query failed");
+        }
+    });
 }
 
 /// Waits after a failed `getUpdates`, as long as the failure asks.

@@ -131,7 +131,8 @@ impl TelegramProvider {
         self.rebuild(|i| i.limits = limits)
     }
 
-    /// The teloxide client this provider calls the Bot API with, for calls of your own.
+    /// The teloxide client this provider calls the Bot API with, for calls of your own. It holds
+    /// the token: keep it out of logs (its `Debug` output shows it).
     pub fn client(&self) -> &Bot {
         &self.inner.bot
     }
@@ -169,7 +170,12 @@ impl Provider for TelegramProvider {
                 deleted.map_err(|e| typed(&inner.id, "deleteWebhook", None, e))?;
             }
             Mode::Webhook { url, secret } => {
-                let set = inner.bot.set_webhook(url.clone()).secret_token(secret.to_string());
+                // The same updates a poller asks for, whatever the bot was set to before.
+                let set = inner
+                    .bot
+                    .set_webhook(url.clone())
+                    .secret_token(secret.to_string())
+                    .allowed_updates(polling::allowed());
                 set.send().await.map_err(|e| typed(&inner.id, "setWebhook", None, e))?;
             }
         }

@@ -17,12 +17,26 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// How updates reach this provider.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) enum Mode {
     /// `getUpdates` in a loop, waiting up to `timeout` for each batch.
     Polling { timeout: Duration },
     /// Telegram posts each update to `url`, signed with `secret`.
     Webhook { url: url::Url, secret: Arc<str> },
+}
+
+impl std::fmt::Debug for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        match self {
+            Self::Polling { timeout } => {
+                f.debug_struct("Polling").field("timeout", timeout).finish()
+            }
+            Self::Webhook { url, .. } => {
+                f.debug_struct("Webhook").field("url", url).finish_non_exhaustive()
+            }
+        }
+    }
 }
 
 /// What a provider is set up with, before it is shared.

@@ -12,11 +12,11 @@ use botmesh_traits::webhook::axum::http::HeaderMap;
 use botmesh_traits::webhook::axum::response::{IntoResponse, Response};
 use botmesh_traits::webhook::axum::routing::post;
 use botmesh_traits::webhook::{self, Rejection};
-use teloxide_core::requests::{Request, Requester};
-use teloxide_core::types::{CallbackQueryId, Update};
+use teloxide_core::types::Update;
 
 use crate::TelegramProvider;
 use crate::inbound::map_update;
+use crate::polling::answer_callback;
 use crate::state::{Inner, Mode};
 
 /// The header Telegram signs webhook requests with.
@@ -50,10 +50,7 @@ async fn receive(
     if verdict.is_taken()
         && let Some(query) = mapped.callback
     {
-        let answered = inner.bot.answer_callback_query(CallbackQueryId(query)).send().await;
-        if let Err(e) = answered {
-            tracing::debug!(target: "botmesh", provider = inner.id, error = %e, "answering a callback query failed");
-        }
+        answer_callback(&inner, query);
     }
     verdict.into_response()
 }

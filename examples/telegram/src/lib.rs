@@ -13,8 +13,9 @@ use botmesh_telegram::TelegramProvider;
 /// A boxed error, for a program's `main`.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// How the bot reaches Telegram and where it keeps its state.
-#[derive(Debug, Clone)]
+/// How the bot reaches Telegram and where it keeps its state. Its `Debug` output leaves the
+/// token and the secret out.
+#[derive(Clone)]
 pub struct Settings {
     /// The bot token (`TELEGRAM_TOKEN`).
     pub token: String,
@@ -27,6 +28,17 @@ pub struct Settings {
     pub redis: Option<(String, String)>,
     /// The SQLite file of a single process (`SHOP_DB`, `shop.db` by default).
     pub sqlite: String,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("api_url", &self.api_url)
+            .field("webhook", &self.webhook.as_ref().map(|(url, _, addr)| (url, addr)))
+            .field("replica", &self.redis.as_ref().map(|(_, id)| id))
+            .field("sqlite", &self.sqlite)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Settings {

@@ -27,13 +27,23 @@ async fn main() -> Result<(), Error> {
         // Serves until the bot stops its provider.
         tokio::spawn(async move { provider.serve(addr).await })
     });
-    if serving.is_none() {
-        eprintln!("Shop bot polling Telegram. Ctrl-C to quit.");
-    }
-    tokio::signal::ctrl_c().await?;
-    bot.stop().await?;
-    if let Some(serving) = serving {
-        serving.await??;
+    match serving {
+        Some(mut serving) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => {
+                bot.stop().await?;
+                serving.await??;
+            }
+            // The server ended by itself: the port could not be bound, say.
+            served = &mut serving => {
+                bot.stop().await?;
+                served??;
+            }
+        },
+        None => {
+            eprintln!("Shop bot polling Telegram. Ctrl-C to quit.");
+            tokio::signal::ctrl_c().await?;
+            bot.stop().await?;
+        }
     }
     Ok(())
 }
