@@ -31,6 +31,11 @@
 //!   the real teloxide client (or any Bot API client) runs against, for testing Telegram
 //!   bots: users' updates by long poll or webhook push, recorded sends and callback answers,
 //!   the one-poller rule, and injected faults (429, 401, 5xx, revoked tokens).
+//! - `meta::GraphServer` (feature `meta`): a local stand-in for Meta's Graph API (WhatsApp
+//!   Cloud API, Messenger, Instagram messaging) that a bot's real HTTP client runs against,
+//!   for testing Meta bots: sends recorded and answered in Graph's shapes, WhatsApp's 24-hour
+//!   window, media, injected faults (rate limits, expired token, recipient gone, 5xx), and
+//!   signed webhook deliveries spread over several replicas, retried, in order per user.
 //!
 //! # Example
 //!
@@ -65,7 +70,11 @@ mod conformance;
 mod coordinator_conformance;
 mod faulty;
 mod faulty_store;
+#[cfg(any(feature = "telegram", feature = "meta"))]
+mod http;
 mod memory_coordinator;
+#[cfg(feature = "meta")]
+pub mod meta;
 mod mongo_server;
 mod provider_conformance;
 mod redis_server;
@@ -80,6 +89,8 @@ pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
 pub use faulty::FaultyCoordinator;
 pub use faulty_store::FaultyStore;
 pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
+#[cfg(feature = "meta")]
+pub use meta::GraphServer;
 pub use mongo_server::MongoServer;
 pub use provider_conformance::{ProviderHarness, provider_conformance};
 pub use redis_server::{RedisCluster, RedisServer};

@@ -136,6 +136,16 @@ pub enum Error {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The platform takes only template messages for this chat now: WhatsApp's 24-hour
+    /// customer service window (or Messenger's) has closed since the user last wrote. Send an
+    /// approved template ([`OutboundContent::Template`](crate::OutboundContent::Template)).
+    #[error("chat {chat} on {provider} takes only template messages now")]
+    WindowClosed {
+        /// The provider's id.
+        provider: String,
+        /// The chat.
+        chat: String,
+    },
     /// The bot has no provider with this id, or a send names none while the bot has several.
     #[error(
         "no provider {provider:?} in this bot; a bot with several providers sends through the one a message names (Outbound::via)"
@@ -192,6 +202,8 @@ pub enum ErrorKind {
     TooLarge,
     /// See [`Error::NoSuchProvider`].
     NoSuchProvider,
+    /// See [`Error::WindowClosed`].
+    WindowClosed,
     /// See [`Error::Corrupt`].
     Corrupt,
     /// See [`Error::InvalidInput`].
@@ -234,7 +246,8 @@ impl ErrorKind {
             | Self::Unauthorized
             | Self::RecipientGone
             | Self::TooLarge
-            | Self::NoSuchProvider => Recovery::Fail,
+            | Self::NoSuchProvider
+            | Self::WindowClosed => Recovery::Fail,
         }
     }
 }
@@ -255,6 +268,7 @@ impl Error {
             Self::RecipientGone { .. } => ErrorKind::RecipientGone,
             Self::TooLarge { .. } => ErrorKind::TooLarge,
             Self::NoSuchProvider { .. } => ErrorKind::NoSuchProvider,
+            Self::WindowClosed { .. } => ErrorKind::WindowClosed,
             Self::Corrupt { .. } => ErrorKind::Corrupt,
             Self::InvalidInput { .. } => ErrorKind::InvalidInput,
             Self::Configuration(_) => ErrorKind::Configuration,

@@ -97,7 +97,7 @@ pub(super) fn get_webhook_info(shared: &Shared) -> Value {
 /// Pushes queued updates to the webhook while one is set, until the server stops.
 pub(super) async fn push_updates(shared: Arc<Shared>) {
     // Plain http to loopback: no TLS stack and no proxy.
-    let Ok(http) = reqwest::Client::builder().no_proxy().timeout(PUSH_TIMEOUT).build() else {
+    let Ok(http) = crate::http::client_builder().no_proxy().timeout(PUSH_TIMEOUT).build() else {
         return;
     };
     let mut delay = shared.config.retry_first;

@@ -90,6 +90,16 @@ pub enum OutboundContent {
         /// The place's name.
         name: Option<String>,
     },
+    /// A message template the platform approved beforehand (WhatsApp), the only kind it takes
+    /// outside its customer service window.
+    Template {
+        /// The template's name.
+        name: String,
+        /// Its language code (`en_US`).
+        language: String,
+        /// The values of its body parameters, in order.
+        params: Vec<String>,
+    },
     /// A reaction to a message of the chat, or its removal (`emoji: None`).
     Reaction {
         /// The message reacted to.
@@ -159,6 +169,7 @@ impl Outbound {
             OutboundContent::Media { caption, .. } => caption.as_deref(),
             OutboundContent::Location { name, .. } => name.as_deref(),
             OutboundContent::Reaction { emoji, .. } => emoji.as_deref(),
+            OutboundContent::Template { name, .. } => Some(name),
         }
     }
 }

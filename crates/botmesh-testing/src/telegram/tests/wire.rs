@@ -21,7 +21,7 @@ fn url(server: &TelegramServer, method: &str) -> String {
 #[tokio::test]
 async fn method_names_match_in_any_case_and_any_http_method() {
     let server = TelegramServer::start().await.unwrap();
-    let http = reqwest::Client::new();
+    let http = crate::http::client();
     for name in ["getMe", "GetMe", "getme", "GETME"] {
         let (status, body) = call(http.get(url(&server, name))).await;
         assert_eq!(status, 200, "{name}: {body}");
@@ -36,7 +36,7 @@ async fn method_names_match_in_any_case_and_any_http_method() {
 #[tokio::test]
 async fn parameters_come_as_json_form_or_query() {
     let server = TelegramServer::start().await.unwrap();
-    let http = reqwest::Client::new();
+    let http = crate::http::client();
     let (status, body) =
         call(http.post(url(&server, "sendMessage")).json(&json!({"chat_id": 1, "text": "json"})))
             .await;
@@ -57,7 +57,7 @@ async fn parameters_come_as_json_form_or_query() {
 #[tokio::test]
 async fn malformed_requests_get_400_with_the_envelope() {
     let server = TelegramServer::start().await.unwrap();
-    let http = reqwest::Client::new();
+    let http = crate::http::client();
     let bad = [
         http.post(url(&server, "sendMessage")).header("content-type", "application/json").body("{"),
         http.post(url(&server, "sendMessage"))
@@ -95,7 +95,7 @@ async fn malformed_requests_get_400_with_the_envelope() {
 #[tokio::test]
 async fn unknown_methods_and_paths_get_404_and_bad_tokens_401() {
     let server = TelegramServer::start().await.unwrap();
-    let http = reqwest::Client::new();
+    let http = crate::http::client();
     let base = server.api_url();
     for path in
         ["/bot123:abc/editMessageText", "/nothing", "/123:abc/getMe", "/file/bot123:abc/none"]
@@ -118,7 +118,7 @@ async fn unknown_methods_and_paths_get_404_and_bad_tokens_401() {
 #[tokio::test]
 async fn injected_faults_answer_in_the_envelope_in_order() {
     let server = TelegramServer::start().await.unwrap();
-    let http = reqwest::Client::new();
+    let http = crate::http::client();
     server.fail_next("getMe", Fault::ServerError(502));
     server.fail_next(
         "getMe",

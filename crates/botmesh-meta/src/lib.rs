@@ -1,0 +1,63 @@
+//! Meta's messaging platforms for botmesh: the WhatsApp Cloud API, Messenger and Instagram
+//! messaging.
+//!
+//! Each channel is a [`MetaProvider`] every replica runs (a shared session): Meta posts each
+//! message to your webhook behind your load balancer, and the replica that receives it queues
+//! it. The endpoint ([`MetaProvider::router`]):
+//!
+//! - answers the verification handshake (`hub.verify_token`, compared in constant time);
+//! - checks `X-Hub-Signature-256`, the HMAC-SHA256 of the raw body under the app secret
+//!   (constant time); a wrong or missing signature is answered `401` and never read;
+//! - answers `200` only once every message of the body is queued (journaled, with
+//!   durability): a crash before the answer makes Meta deliver the body again, and what was
+//!   taken already is then dropped as a duplicate. Nothing is lost, nothing handled twice.
+//!
+//! ```no_run
+//! use botmesh_core::{Bot, BotError};
+//! use botmesh_meta::{Channel, MetaProvider};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let whatsapp = MetaProvider::new(
+//!     Channel::WhatsApp { phone_number_id: "1234567890".into() },
+//!     std::env::var("META_TOKEN")?,
+//!     std::env::var("META_APP_SECRET")?,
+//!     std::env::var("META_VERIFY_TOKEN")?,
+//! )?;
+//! let bot = Bot::builder()
+//!     .provider(whatsapp.clone())
+//!     .on_message(|ctx| async move {
+//!         ctx.reply(format!("you said {}", ctx.body())).await?;
+//!         Ok::<_, BotError>(())
+//!     })
+//!     .build()?;
+//! bot.start().await?;
+//! let app = botmesh_traits::webhook::axum::Router::new().merge(whatsapp.router("/meta/whatsapp"));
+//! # let _ = app;
+//! # Ok(()) }
+//! ```
+//!
+//! # Mapping
+//!
+//! Text, media (fetched on demand through the Graph API's media endpoint with
+//! `Ctx::media`), locations, contacts, interactive button and list replies and Messenger quick
+//! replies and postbacks (as `Content::Button`), reactions, and replies (`Inbound::reply_to`);
+//! delivery and read receipts are events; anything else is `Content::Unsupported` with its JSON.
+//! Outbound: text, media by link or media id, buttons (WhatsApp: up to three as buttons, more
+//! as a list; Messenger and Instagram: quick replies), locations, reactions, and WhatsApp
+//! templates (`OutboundContent::Template`), the only messages WhatsApp takes outside its
+//! 24-hour window: anything else then fails with `Error::WindowClosed`.
+//!
+//! Graph errors come back typed: `RateLimited` (the bot waits and sends again), `Unauthorized`
+//! for an expired token (the transport is reported closed), `RecipientGone`, `WindowClosed`;
+//! Meta's own failures are retried with backoff.
+
+mod channel;
+mod graph;
+mod inbound;
+mod provider;
+mod signature;
+mod webhook;
+
+pub use channel::Channel;
+pub use provider::MetaProvider;
+pub use signature::SIGNATURE_HEADER;
