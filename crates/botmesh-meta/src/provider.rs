@@ -166,7 +166,8 @@ impl MetaProvider {
             .map(Duration::from_secs);
         let bytes = reply.bytes().await.map_err(|e| Failure::Transient(e.to_string()))?;
         if (200..300).contains(&status) {
-            return serde_json::from_slice(&bytes).map_err(|e| Failure::Other(e.to_string()));
+            // Sent: a reply that does not parse only costs the receipt its id.
+            return Ok(serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null));
         }
         Err(graph::failure(status, retry_after, &bytes))
     }
@@ -229,9 +230,10 @@ impl Provider for MetaProvider {
             Err(Failure::WindowClosed) => {
                 Err(Error::WindowClosed { provider: inner.id.clone(), chat: chat() })
             }
-            Err(Failure::Transient(why) | Failure::Other(why)) => {
-                Err(Error::provider(&inner.id, "send", why))
-            }
+            Err(Failure::Transient(why)) => Err(Error::provider(&inner.id, "send", why)),
+            // Meta refused the request as it is (a title too long, a bad id): sending it
+            // again does not help.
+            Err(Failure::Other(why)) => Err(Error::InvalidInput { reason: why }),
         }
     }
 
