@@ -156,8 +156,11 @@ pub(crate) enum Failure {
     RecipientGone,
     /// Only a template may go out now (WhatsApp's 24-hour window).
     WindowClosed,
-    /// Meta failed on its side: worth another try.
+    /// Meta failed on its side before taking the request: worth another try.
     Transient(String),
+    /// The request may or may not have gone through (a timeout, a reset, an unexplained 5xx):
+    /// not sent again here, where it could be delivered twice.
+    Uncertain(String),
     /// Anything else: the request is wrong.
     Other(String),
 }
@@ -172,13 +175,16 @@ pub(crate) fn failure(status: u16, retry_after: Option<Duration>, body: &[u8]) -
         .and_then(Value::as_str)
         .map_or_else(|| format!("HTTP {status}"), str::to_owned);
     match (status, code, subcode) {
-        (429, ..) | (_, 4 | 17 | 32 | 613 | 80007 | 130_429 | 131_056, _) => {
+        (429, ..) | (_, 4 | 17 | 32 | 613 | 80007 | 130_429 | 131_048 | 131_056, _) => {
             Failure::RateLimited(retry_after.unwrap_or(RATE_LIMIT_WAIT))
         }
         (_, 190, _) | (401, ..) => Failure::TokenExpired,
         (_, 131_047, _) | (_, 10, 2_018_278) => Failure::WindowClosed,
-        (_, 131_026 | 551 | 1_545_041, _) | (_, 100, 2_018_001) => Failure::RecipientGone,
-        (500..=599, ..) | (_, 1 | 2, _) => Failure::Transient(message),
+        (_, 131_026 | 551, _) | (_, 100, 2_018_001) => Failure::RecipientGone,
+        // Meta's documented "not processed, try again" answers.
+        (_, 1 | 2 | 131_000 | 131_016 | 133_004, _) => Failure::Transient(message),
+        // A 5xx without one of those codes may have gone through: not sent again here.
+        (500..=599, ..) => Failure::Uncertain(message),
         _ => Failure::Other(message),
     }
 }
@@ -197,6 +203,9 @@ mod tests {
         assert!(matches!(failure(400, None, body(131_047, 0).as_bytes()), Failure::WindowClosed));
         assert!(matches!(failure(400, None, body(131_026, 0).as_bytes()), Failure::RecipientGone));
         assert!(matches!(failure(500, None, body(2, 0).as_bytes()), Failure::Transient(_)));
+        assert!(matches!(failure(400, None, body(131_016, 0).as_bytes()), Failure::Transient(_)));
+        assert!(matches!(failure(400, None, body(131_048, 0).as_bytes()), Failure::RateLimited(_)));
+        assert!(matches!(failure(502, None, b"bad gateway"), Failure::Uncertain(_)));
         assert!(matches!(failure(400, None, b"<html>"), Failure::Other(_)));
         let wait = failure(429, Some(Duration::from_secs(7)), b"");
         assert!(matches!(wait, Failure::RateLimited(d) if d == Duration::from_secs(7)));

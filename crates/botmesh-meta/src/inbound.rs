@@ -22,6 +22,9 @@ pub(crate) enum Item {
     Message(Inbound),
     /// A receipt for a message the bot sent.
     Delivery(Delivery),
+    /// Something for another account of the same app (another page or number): not this
+    /// provider's to take.
+    Elsewhere(String),
 }
 
 fn text(v: &Value, key: &str) -> Option<String> {
@@ -41,14 +44,25 @@ pub(crate) fn parse(channel: &Channel, provider: &str, body: &[u8]) -> Result<Ve
     }
     let entries = body.get("entry").and_then(Value::as_array).ok_or("no \"entry\" list")?;
     let mut items = Vec::new();
+    let ours = |id: Option<String>| id.is_none_or(|id| id == channel.account());
     for entry in entries {
         match channel {
             Channel::WhatsApp { .. } => {
                 for change in array(entry, "changes") {
-                    whatsapp(provider, change.get("value").unwrap_or(&Value::Null), &mut items);
+                    let value = change.get("value").unwrap_or(&Value::Null);
+                    let number = value.pointer("/metadata/phone_number_id").and_then(value_id);
+                    match ours(number.clone()) {
+                        true => whatsapp(provider, value, &mut items),
+                        false => items.push(Item::Elsewhere(number.unwrap_or_default())),
+                    }
                 }
             }
             Channel::Messenger { .. } | Channel::Instagram { .. } => {
+                let account = entry.get("id").and_then(value_id);
+                if !ours(account.clone()) {
+                    items.push(Item::Elsewhere(account.unwrap_or_default()));
+                    continue;
+                }
                 for event in array(entry, "messaging") {
                     messaging(provider, event, &mut items);
                 }
@@ -67,10 +81,23 @@ fn whatsapp(provider: &str, value: &Value, items: &mut Vec<Item>) {
             .map(str::to_owned)
     };
     for m in array(value, "messages") {
-        let (Some(id), Some(from)) = (text(m, "id"), text(m, "from")) else { continue };
-        let content = whatsapp_content(m);
         let seconds = text(m, "timestamp").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
-        let mut inbound = Inbound::new(provider, id, from.as_str(), content).at(seconds * 1000);
+        let (Some(id), Some(from)) = (text(m, "id"), text(m, "from")) else {
+            // Not droppable, not a message the bot can answer: kept whole, under the sender
+            // or the account.
+            let from = text(m, "from").unwrap_or_else(|| "unknown".to_owned());
+            let id = format!("noid:{from}:{seconds}:{}", m.to_string().len());
+            items.push(Item::Message(Inbound::new(
+                provider,
+                id,
+                from.as_str(),
+                unsupported("message", m),
+            )));
+            continue;
+        };
+        let content = whatsapp_content(m);
+        let mut inbound =
+            Inbound::new(provider, id, from.as_str(), content).at(seconds.saturating_mul(1000));
         if let Some(quoted) = m.pointer("/context/id").and_then(Value::as_str) {
             inbound = inbound.replying_to(quoted);
         }
@@ -89,7 +116,7 @@ fn whatsapp(provider: &str, value: &Value, items: &mut Vec<Item>) {
         };
         let mut delivery = Delivery::new(ChatId::from(to), MessageId::from(id), status);
         let seconds = text(s, "timestamp").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
-        delivery.timestamp_ms = seconds * 1000;
+        delivery.timestamp_ms = seconds.saturating_mul(1000);
         items.push(Item::Delivery(delivery));
     }
 }
@@ -178,7 +205,26 @@ fn messaging(provider: &str, e: &Value, items: &mut Vec<Item>) {
         if m.get("is_echo").and_then(Value::as_bool) == Some(true) {
             return; // The page's own message, echoed back.
         }
-        let Some(id) = text(m, "mid") else { return };
+        let Some(id) = text(m, "mid") else {
+            let id = format!("noid:{sender}:{at}");
+            items.push(Item::Message(Inbound::new(
+                provider,
+                id,
+                sender.as_str(),
+                unsupported("message", m),
+            )));
+            return;
+        };
+        let attachments: Vec<&Value> = array(m, "attachments").collect();
+        if text(m, "text").is_none() && m.get("quick_reply").is_none() && attachments.len() > 1 {
+            // Several files in one message: one message each, in order.
+            for (i, a) in attachments.iter().enumerate() {
+                let inbound =
+                    Inbound::new(provider, format!("{id}#{i}"), sender.as_str(), attachment(a));
+                items.push(Item::Message(inbound.at(at)));
+            }
+            return;
+        }
         let content = if let Some(qr) = m.get("quick_reply") {
             Content::Button {
                 id: text(qr, "payload").unwrap_or_default(),
@@ -186,15 +232,8 @@ fn messaging(provider: &str, e: &Value, items: &mut Vec<Item>) {
             }
         } else if let Some(body) = text(m, "text") {
             Content::text(body)
-        } else if let Some(a) = array(m, "attachments").next() {
-            let url = a.pointer("/payload/url").and_then(Value::as_str).unwrap_or_default();
-            let kind = match a.get("type").and_then(Value::as_str) {
-                Some("image") => MediaKind::Image,
-                Some("video") => MediaKind::Video,
-                Some("audio") => MediaKind::Audio,
-                _ => MediaKind::Document,
-            };
-            Content::Media { kind, media: Media::new(url), caption: None }
+        } else if let Some(a) = attachments.first() {
+            attachment(a)
         } else {
             unsupported("message", m)
         };
@@ -239,6 +278,22 @@ fn messaging(provider: &str, e: &Value, items: &mut Vec<Item>) {
     }
 }
 
+/// A Messenger or Instagram attachment: a file by URL, or, for what is not a file (a shared
+/// post, a location), the attachment kept whole.
+fn attachment(a: &Value) -> Content {
+    let kind = match a.get("type").and_then(Value::as_str) {
+        Some("image") => MediaKind::Image,
+        Some("video") => MediaKind::Video,
+        Some("audio") => MediaKind::Audio,
+        Some("file") => MediaKind::Document,
+        other => return unsupported(other.unwrap_or("attachment"), a),
+    };
+    match a.pointer("/payload/url").and_then(Value::as_str) {
+        Some(url) => Content::Media { kind, media: Media::new(url), caption: None },
+        None => unsupported("attachment", a),
+    }
+}
+
 /// An id Meta sends as a string, or sometimes as a number.
 fn value_id(v: &Value) -> Option<String> {
     match v {
@@ -270,6 +325,7 @@ mod tests {
             "statuses": [{"id": "wamid.9", "recipient_id": "34600", "status": "read", "timestamp": "5"}],
         }}]}]});
         let items = parse(&wa(), "whatsapp", body.to_string().as_bytes()).unwrap();
+        assert_eq!(items.len(), 4, "{items:?}");
         let Item::Message(first) = &items[0] else { panic!("{items:?}") };
         assert_eq!((first.id.as_str(), first.chat.as_str()), ("wamid.1", "34600"));
         assert_eq!((first.sender_name.as_deref(), first.timestamp_ms), (Some("Ana"), 2000));
@@ -280,6 +336,32 @@ mod tests {
         assert!(matches!(&poll.content, Content::Unsupported { kind, .. } if kind == "poll"));
         let Item::Delivery(read) = &items[3] else { panic!("{items:?}") };
         assert_eq!(read.status, DeliveryStatus::Read);
+    }
+
+    #[test]
+    fn entries_for_another_account_are_told_apart_and_several_attachments_are_several_messages() {
+        let other = serde_json::json!({"object": "whatsapp_business_account", "entry": [{"changes": [{"value": {
+            "metadata": {"phone_number_id": "p2"},
+            "messages": [{"from": "1", "id": "wamid.x", "timestamp": "1", "type": "text", "text": {"body": "hi"}}],
+        }}]}]});
+        let items = parse(&wa(), "whatsapp", other.to_string().as_bytes()).unwrap();
+        assert!(matches!(&items[..], [Item::Elsewhere(id)] if id == "p2"), "{items:?}");
+        let page = Channel::Messenger { page_id: "pg".into() };
+        let body = serde_json::json!({"object": "page", "entry": [{"id": "pg", "messaging": [
+            {"sender": {"id": "u1"}, "timestamp": 7, "message": {"mid": "m_1", "attachments": [
+                {"type": "image", "payload": {"url": "https://scontent.fbcdn.net/a.jpg"}},
+                {"type": "image", "payload": {"url": "https://scontent.fbcdn.net/b.jpg"}},
+            ]}},
+        ]}]});
+        let items = parse(&page, "messenger", body.to_string().as_bytes()).unwrap();
+        let ids: Vec<&str> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Message(m) => Some(m.id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, ["m_1#0", "m_1#1"]);
     }
 
     #[test]

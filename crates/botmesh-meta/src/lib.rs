@@ -7,7 +7,7 @@
 //!
 //! - answers the verification handshake (`hub.verify_token`, compared in constant time);
 //! - checks `X-Hub-Signature-256`, the HMAC-SHA256 of the raw body under the app secret
-//!   (constant time); a wrong or missing signature is answered `401` and never read;
+//!   (constant time); a wrong or missing signature is answered `401` and never parsed;
 //! - answers `200` only once every message of the body is queued (journaled, with
 //!   durability): a crash before the answer makes Meta deliver the body again, and what was
 //!   taken already is then dropped as a duplicate. Nothing is lost, nothing handled twice.
@@ -42,14 +42,21 @@
 //! `Ctx::media`), locations, contacts, interactive button and list replies and Messenger quick
 //! replies and postbacks (as `Content::Button`), reactions, and replies (`Inbound::reply_to`);
 //! delivery and read receipts are events; anything else is `Content::Unsupported` with its JSON.
-//! Outbound: text, media by link or media id, buttons (WhatsApp: up to three as buttons, more
-//! as a list; Messenger and Instagram: quick replies), locations, reactions, and WhatsApp
-//! templates (`OutboundContent::Template`), the only messages WhatsApp takes outside its
-//! 24-hour window: anything else then fails with `Error::WindowClosed`.
+//! Outbound: text, media by link (WhatsApp also by media id), buttons (WhatsApp: up to three
+//! as buttons, more as a list; Messenger and Instagram: quick replies), reactions, and on
+//! WhatsApp locations and templates (`OutboundContent::Template`), the only messages WhatsApp
+//! takes outside its 24-hour window: anything else then fails with `Error::WindowClosed`.
+//!
+//! One app posts every account's messages of a kind (every page, every number) to one URL:
+//! give each account its own provider and endpoint. A message for an account the provider is
+//! not is refused with an error event.
 //!
 //! Graph errors come back typed: `RateLimited` (the bot waits and sends again), `Unauthorized`
-//! for an expired token (the transport is reported closed), `RecipientGone`, `WindowClosed`;
-//! Meta's own failures are retried with backoff.
+//! for an expired token (the transport is reported closed; restart with a new token),
+//! `RecipientGone`, `WindowClosed`, `InvalidInput` for a request Meta refuses as it is. Meta's
+//! "not processed" answers are retried with backoff; a timeout or an unexplained 5xx is not
+//! (the message may have gone out), and is left to the bot, whose outbox keeps a rerun of the
+//! step from sending twice.
 
 mod channel;
 mod graph;

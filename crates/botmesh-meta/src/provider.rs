@@ -151,12 +151,27 @@ impl MetaProvider {
         self.rebuild(|i| i.limits = limits)
     }
 
+    /// Whether `url` is on one of Meta's media hosts, or on the Graph API this provider calls.
+    fn meta_host(&self, url: &reqwest::Url) -> bool {
+        let Some(host) = url.host_str() else { return false };
+        let api_host = reqwest::Url::parse(&self.inner.api).ok();
+        let api_host = api_host.as_ref().and_then(reqwest::Url::host_str);
+        ["fbcdn.net", "fbsbx.com", "facebook.com", "cdninstagram.com", "instagram.com"]
+            .iter()
+            .any(|meta| host == *meta || host.ends_with(&format!(".{meta}")))
+            || api_host == Some(host)
+    }
+
     /// Calls `POST /{account}/messages` once.
     async fn post(&self, body: &serde_json::Value) -> Result<serde_json::Value, Failure> {
         let inner = &self.inner;
         let url = format!("{}/{}/messages", inner.api, inner.channel.account());
         let sent = inner.http.post(url).bearer_auth(&inner.token).json(body).send().await;
-        let reply = sent.map_err(|e| Failure::Transient(e.to_string()))?;
+        let reply = sent.map_err(|e| match e.is_connect() {
+            // Never reached Meta: nothing was sent.
+            true => Failure::Transient(e.to_string()),
+            false => Failure::Uncertain(e.to_string()),
+        })?;
         let status = reply.status().as_u16();
         let retry_after = reply
             .headers()
@@ -164,12 +179,13 @@ impl MetaProvider {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
             .map(Duration::from_secs);
-        let bytes = reply.bytes().await.map_err(|e| Failure::Transient(e.to_string()))?;
+        let bytes = reply.bytes().await;
         if (200..300).contains(&status) {
+            let Ok(bytes) = bytes else { return Ok(serde_json::Value::Null) };
             // Sent: a reply that does not parse only costs the receipt its id.
             return Ok(serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null));
         }
-        Err(graph::failure(status, retry_after, &bytes))
+        Err(graph::failure(status, retry_after, &bytes.unwrap_or_default()))
     }
 }
 
@@ -220,7 +236,8 @@ impl Provider for MetaProvider {
             Ok(reply) => Ok(SendReceipt::new(graph::sent_id(&reply).map(MessageId::from))),
             Err(Failure::RateLimited(retry_after)) => Err(Error::RateLimited { retry_after }),
             Err(Failure::TokenExpired) => {
-                // Nothing goes out until the token is replaced: the transport is closed.
+                // Nothing goes out with this token any more: the transport is reported closed
+                // (a leader steps down; restart the bot with a new token).
                 inner.set_status(TransportStatus::Closed);
                 Err(Error::Unauthorized { provider: inner.id.clone() })
             }
@@ -230,7 +247,9 @@ impl Provider for MetaProvider {
             Err(Failure::WindowClosed) => {
                 Err(Error::WindowClosed { provider: inner.id.clone(), chat: chat() })
             }
-            Err(Failure::Transient(why)) => Err(Error::provider(&inner.id, "send", why)),
+            Err(Failure::Transient(why) | Failure::Uncertain(why)) => {
+                Err(Error::provider(&inner.id, "send", why))
+            }
             // Meta refused the request as it is (a title too long, a bad id): sending it
             // again does not help.
             Err(Failure::Other(why)) => Err(Error::InvalidInput { reason: why }),
@@ -244,10 +263,21 @@ impl Provider for MetaProvider {
     async fn fetch_media(&self, media: &Media) -> Result<Bytes> {
         let inner = &self.inner;
         let failed = |e: reqwest::Error| Error::provider(&inner.id, "fetch_media", e);
-        // Messenger and Instagram attachments come as URLs; WhatsApp media as ids to look up.
-        let url = if media.url.starts_with("https://") || media.url.starts_with("http://") {
-            media.url.clone()
-        } else {
+        // Messenger and Instagram attachments come as URLs, fetched without the token and only
+        // from Meta's hosts (a user may share any link); WhatsApp media as ids to look up,
+        // whose download URL the Graph API gives and the token opens.
+        if media.url.starts_with("https://") || media.url.starts_with("http://") {
+            let url = reqwest::Url::parse(&media.url).map_err(|e| Error::InvalidInput {
+                reason: format!("a media URL that does not parse: {e}"),
+            })?;
+            if !self.meta_host(&url) {
+                let reason = format!("{} is not a Meta media host", url.host_str().unwrap_or("?"));
+                return Err(Error::InvalidInput { reason });
+            }
+            let got = inner.http.get(url).send().await.map_err(failed)?;
+            return got.error_for_status().map_err(failed)?.bytes().await.map_err(failed);
+        }
+        let url = {
             let lookup = format!("{}/{}", inner.api, media.url);
             let found =
                 inner.http.get(lookup).bearer_auth(&inner.token).send().await.map_err(failed)?;

@@ -75,6 +75,13 @@ async fn receive(
                 }
             }
             Item::Delivery(delivery) => inner.report(ProviderEvent::Delivery(delivery)),
+            Item::Elsewhere(account) => {
+                // The app posts every account's messages here: give each account its own
+                // provider and endpoint (or app), or they are refused, and visibly so.
+                let reason =
+                    format!("a message for account {account:?} reached the {} endpoint", inner.id);
+                inner.report(ProviderEvent::Rejected { reason });
+            }
         }
     }
     Verdict::Queued.into_response()
