@@ -78,6 +78,7 @@ pub mod meta;
 mod mongo_server;
 mod provider_conformance;
 mod redis_server;
+mod sent_log;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 mod test_provider;

@@ -15,6 +15,8 @@ use futures_util::Stream;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
+use crate::sent_log::SentLog;
+
 /// A provider that a test drives: it injects what users say and reads what the bot sent.
 ///
 /// Clones share one transport, so a test keeps a clone after handing one to the bot.
@@ -31,8 +33,7 @@ struct Inner {
     /// The bot's intake while started: acknowledged deliveries go through it.
     intake: Mutex<Option<Intake>>,
     status: Mutex<TransportStatus>,
-    sent: Mutex<Vec<Outbound>>,
-    sent_changed: Notify,
+    sent: SentLog,
     next_id: AtomicU64,
     starts: AtomicUsize,
     /// Injected messages the bot has not yet taken from the stream.
@@ -116,8 +117,7 @@ impl TestProvider {
                 tx: Mutex::new(None),
                 intake: Mutex::new(None),
                 status: Mutex::new(TransportStatus::Closed),
-                sent: Mutex::new(Vec::new()),
-                sent_changed: Notify::new(),
+                sent: SentLog::default(),
                 next_id: AtomicU64::new(1),
                 starts: AtomicUsize::new(0),
                 queued: AtomicUsize::new(0),
@@ -197,37 +197,27 @@ impl TestProvider {
 
     /// Everything the bot sent so far, in order.
     pub fn sent(&self) -> Vec<Outbound> {
-        lock(&self.inner.sent).clone()
+        self.inner.sent.all()
     }
 
     /// How many messages the bot sent so far.
     pub fn sent_count(&self) -> usize {
-        lock(&self.inner.sent).len()
+        self.inner.sent.count()
     }
 
     /// Takes everything sent so far, leaving the log empty.
     pub fn take_sent(&self) -> Vec<Outbound> {
-        std::mem::take(&mut *lock(&self.inner.sent))
+        self.inner.sent.take()
     }
 
     /// The texts the bot sent to `chat`, in order.
     pub fn texts_to(&self, chat: &str) -> Vec<String> {
-        lock(&self.inner.sent)
-            .iter()
-            .filter(|m| m.chat.as_str() == chat)
-            .filter_map(|m| m.text_body().map(str::to_owned))
-            .collect()
+        self.inner.sent.texts_to(chat)
     }
 
     /// Waits until the bot has sent at least `n` messages in all.
     pub async fn wait_sent(&self, n: usize) {
-        loop {
-            let changed = self.inner.sent_changed.notified();
-            if self.sent_count() >= n {
-                return;
-            }
-            changed.await;
-        }
+        self.inner.sent.wait(n).await;
     }
 
     /// Reports the transport as open, as a reconnect would.
@@ -324,12 +314,7 @@ impl Provider for TestProvider {
         if failing.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
             return Err(Error::provider(&self.inner.id, "send", "the test failed this send"));
         }
-        let id = {
-            let mut sent = lock(&self.inner.sent);
-            sent.push(message.clone());
-            format!("out{}", sent.len())
-        };
-        self.inner.sent_changed.notify_waiters();
+        let id = format!("out{}", self.inner.sent.push(message));
         Ok(SendReceipt::new(Some(MessageId::from(id))))
     }
 

@@ -19,7 +19,8 @@ use botmesh_traits::{
 };
 use futures_util::StreamExt;
 use serde::Deserialize;
-use tokio::sync::Notify;
+
+use crate::sent_log::SentLog;
 
 /// The header carrying the shared secret.
 pub const SECRET_HEADER: &str = "x-botmesh-secret";
@@ -95,8 +96,7 @@ struct Inner {
     secret: Arc<[u8]>,
     limits: Limits,
     slot: IntakeSlot,
-    sent: Mutex<Vec<Outbound>>,
-    sent_changed: Notify,
+    sent: SentLog,
     next_out: AtomicU64,
     /// How many of the next sends are throttled, and for how long each.
     throttled: Mutex<(u32, Duration)>,
@@ -133,8 +133,7 @@ impl WebhookTestProvider {
                 secret: Arc::from(secret.as_ref()),
                 limits: Limits::new().max_body_bytes(64 * 1024),
                 slot: IntakeSlot::new(),
-                sent: Mutex::new(Vec::new()),
-                sent_changed: Notify::new(),
+                sent: SentLog::default(),
                 next_out: AtomicU64::new(1),
                 throttled: Mutex::new((0, Duration::ZERO)),
             }),
@@ -157,27 +156,17 @@ impl WebhookTestProvider {
 
     /// Everything the bot sent so far, in order.
     pub fn sent(&self) -> Vec<Outbound> {
-        lock(&self.inner.sent).clone()
+        self.inner.sent.all()
     }
 
     /// The texts the bot sent to `chat`, in order.
     pub fn texts_to(&self, chat: &str) -> Vec<String> {
-        lock(&self.inner.sent)
-            .iter()
-            .filter(|m| m.chat.as_str() == chat)
-            .filter_map(|m| m.text_body().map(str::to_owned))
-            .collect()
+        self.inner.sent.texts_to(chat)
     }
 
     /// Waits until the bot has sent at least `n` messages in all.
     pub async fn wait_sent(&self, n: usize) {
-        loop {
-            let changed = self.inner.sent_changed.notified();
-            if lock(&self.inner.sent).len() >= n {
-                return;
-            }
-            changed.await;
-        }
+        self.inner.sent.wait(n).await;
     }
 
     /// Makes the next `count` sends fail with [`Error::RateLimited`] asking to wait
@@ -221,8 +210,7 @@ impl Provider for WebhookTestProvider {
                 return Err(Error::RateLimited { retry_after: throttled.1 });
             }
         }
-        lock(&self.inner.sent).push(message.clone());
-        self.inner.sent_changed.notify_waiters();
+        self.inner.sent.push(message);
         let id = self.inner.next_out.fetch_add(1, Ordering::Relaxed);
         Ok(SendReceipt::new(Some(MessageId::from(format!("out{id}")))))
     }

@@ -1,6 +1,5 @@
 //! What a webhook refuses before the bot sees the message.
 
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 /// Why a webhook refused a request before handing anything to the bot.
@@ -62,10 +61,7 @@ impl Rejection {
 /// [`Rejection::status`] with [`Rejection::as_str`] as a plain-text body.
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
-        // Every status a rejection names is a valid one; the fallback only keeps this total.
-        let status =
-            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, self.as_str()).into_response()
+        super::verdict::word(self.status(), self.as_str())
     }
 }
 

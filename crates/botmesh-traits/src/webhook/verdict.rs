@@ -8,11 +8,17 @@ use crate::Verdict;
 /// [`Verdict::status`] with the verdict's word as a plain-text body (`queued`, `unavailable`).
 impl IntoResponse for Verdict {
     fn into_response(self) -> Response {
-        // Every status a verdict names is a valid one; the fallback only keeps this total.
-        let status =
-            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, self.as_str()).into_response()
+        word(self.status(), self.as_str())
     }
+}
+
+/// A response of `status` with `word` as its plain-text body: how verdicts and rejections
+/// answer.
+pub(super) fn word(status: u16, word: &'static str) -> Response {
+    // Every status a verdict or a rejection names is a valid one; the fallback only keeps
+    // this total.
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, word).into_response()
 }
 
 #[cfg(test)]
