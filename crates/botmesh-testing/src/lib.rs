@@ -36,6 +36,11 @@
 //!   for testing Meta bots: sends recorded and answered in Graph's shapes, WhatsApp's 24-hour
 //!   window, media, injected faults (rate limits, expired token, recipient gone, 5xx), and
 //!   signed webhook deliveries spread over several replicas, retried, in order per user.
+//! - `discord::DiscordServer` (feature `discord`): a local Discord stand-in, the API routes a
+//!   bot calls and a websocket gateway, that the real serenity client runs against: users'
+//!   messages, button presses, slash commands and reactions dispatched to the live sessions,
+//!   recorded sends, reactions and interaction callbacks, live gateway sessions counted, and
+//!   injected faults (429, heartbeats left unacknowledged, invalid sessions, revoked tokens).
 //!
 //! # Example
 //!
@@ -68,6 +73,8 @@ pub struct ProvidersGuide;
 
 mod conformance;
 mod coordinator_conformance;
+#[cfg(feature = "discord")]
+pub mod discord;
 mod faulty;
 mod faulty_store;
 #[cfg(any(feature = "telegram", feature = "meta"))]
@@ -87,6 +94,8 @@ mod webhook_provider;
 
 pub use conformance::{racing_writers, store_conformance};
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
+#[cfg(feature = "discord")]
+pub use discord::DiscordServer;
 pub use faulty::FaultyCoordinator;
 pub use faulty_store::FaultyStore;
 pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};

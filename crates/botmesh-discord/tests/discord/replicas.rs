@@ -1,0 +1,166 @@
+//! One gateway session across three replicas: who holds it, a crash, a gateway gone stale,
+//! a revoked token.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh_coord::CoordinationConfig;
+use botmesh_core::{Bot, Event, FollowReason, MemoryStore, Store, TransportStatus};
+use botmesh_testing::discord::{Author, DiscordServer};
+use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
+use tokio::time::Instant;
+
+#[allow(clippy::wildcard_imports, reason = "the helpers every test module uses")]
+use crate::support::*;
+
+type Replicas = Vec<(Arc<MemoryCoordinator>, Bot)>;
+
+fn leader(replicas: &Replicas) -> Option<usize> {
+    replicas.iter().position(|(_, b)| b.runs_transport("discord"))
+}
+
+/// Three echo replicas on one hub and store, each with coordination from `config`.
+async fn three(
+    server: &DiscordServer,
+    handled: &Arc<AtomicUsize>,
+    config: impl Fn(CoordinationConfig) -> CoordinationConfig,
+) -> (Replicas, Vec<Arc<Mutex<Vec<Event>>>>) {
+    let hub = MemoryCoordinationHub::new();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (mut replicas, mut events) = (Vec::new(), Vec::new());
+    for id in ["a", "b", "c"] {
+        let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), id).with_lease(LEASE));
+        let coordination = config(
+            CoordinationConfig::from_arc(Arc::clone(&coordinator) as _)
+                .settle(Duration::from_secs(2))
+                .turn_wait(Duration::from_secs(10)),
+        )
+        .build();
+        let builder = Bot::builder()
+            .provider(discord(server))
+            .store(Arc::clone(&store))
+            .coordination(coordination);
+        let (builder, seen) = recorded(builder);
+        let bot = echo(builder, handled).build().unwrap();
+        bot.start().await.unwrap();
+        replicas.push((coordinator, bot));
+        events.push(seen);
+    }
+    (replicas, events)
+}
+
+/// Five members of a guild channel say `word`; waits for the `n`-th answer in the channel.
+async fn round(server: &DiscordServer, word: &str, n: usize) {
+    for user in 1..=5 {
+        server.user_says(
+            7,
+            &Author::in_guild(user, format!("u{user}"), 500),
+            &format!("{word} {user}"),
+        );
+    }
+    wait_texts(server, 7, n).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_hold_one_session_and_a_standby_identifies_within_lease_and_a_third() {
+    let server = DiscordServer::start().await.unwrap();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let (replicas, _) = three(&server, &handled, |c| c).await;
+    until("one replica holds the gateway", || {
+        leader(&replicas).is_some() && server.live_sessions() == 1
+    })
+    .await;
+    round(&server, "before", 5).await;
+    let old = leader(&replicas).unwrap();
+    let identified = server.identifies().len();
+    let t0 = Instant::now();
+    replicas[old].0.crash();
+    until("a standby identifies", || server.identifies().len() > identified).await;
+    let took_over = server.identifies()[identified] - t0;
+    // The crashed replica's lease runs out after LEASE and a free standby campaigns every
+    // LEASE / 6, so the bound is LEASE + LEASE / 3 as the election promises; 300 ms more
+    // covers the new leader's start (two API calls and the websocket handshake) on a busy
+    // two-core machine.
+    assert!(
+        took_over <= LEASE + LEASE / 3 + Duration::from_millis(300),
+        "identified after {took_over:?}"
+    );
+    let new = leader(&replicas).expect("a standby holds the gateway");
+    assert_ne!(new, old);
+    until("the new session is live", || server.live_sessions() == 1).await;
+    round(&server, "after", 10).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(handled.load(Ordering::SeqCst), 10, "every message handled once");
+    assert_eq!(server.max_live_sessions(), 1, "never two gateway sessions at once");
+    for (_, bot) in &replicas {
+        bot.stop().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unacknowledged_heartbeats_close_the_transport_and_another_replica_takes_the_gateway() {
+    // Heartbeats every 200 ms: a session whose heartbeat goes unacknowledged is dropped by
+    // serenity within two intervals.
+    let server = DiscordServer::builder()
+        .heartbeat_interval(Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let (replicas, events) = three(&server, &handled, |c| {
+        // The stepped-down leader waits long before campaigning again, so another takes over.
+        c.provider_down(Duration::from_millis(500)).step_down_pause(Duration::from_secs(60))
+    })
+    .await;
+    until("one replica holds the gateway", || {
+        leader(&replicas).is_some() && server.live_sessions() == 1
+    })
+    .await;
+    round(&server, "before", 5).await;
+    let old = leader(&replicas).unwrap();
+    server.stop_acking();
+    event(&events[old], |e| matches!(e, Event::Transport { status: TransportStatus::Closed, .. }))
+        .await;
+    event(&events[old], |e| {
+        matches!(e, Event::Follower { reason: FollowReason::ProviderDown, .. })
+    })
+    .await;
+    assert!(!replicas[old].1.runs_transport("discord"), "the leader stepped down");
+    // The gateway acknowledges again (the fault was the leader's connection): the replica that
+    // takes over keeps its session.
+    server.resume_acking();
+    until("another replica holds the gateway", || {
+        leader(&replicas).is_some_and(|l| l != old) && server.live_sessions() == 1
+    })
+    .await;
+    round(&server, "after", 10).await;
+    assert_eq!(server.max_live_sessions(), 1, "never two gateway sessions at once");
+    for (_, bot) in &replicas {
+        bot.stop().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_closes_the_transport_for_good_and_the_leader_steps_down() {
+    let server = DiscordServer::start().await.unwrap();
+    let hub = MemoryCoordinationHub::new();
+    let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), "a").with_lease(LEASE));
+    let coordination = CoordinationConfig::from_arc(coordinator as _)
+        .provider_down(Duration::from_millis(500))
+        .step_down_pause(Duration::from_secs(60))
+        .build();
+    let (builder, events) =
+        recorded(Bot::builder().provider(discord(&server)).coordination(coordination));
+    let bot = echo(builder, &Arc::default()).build().unwrap();
+    bot.start().await.unwrap();
+    tokio::time::timeout(WITHIN, bot.ready()).await.unwrap();
+    until("the session is live", || server.live_sessions() == 1).await;
+    server.revoke_token();
+    event(&events, |e| matches!(e, Event::Transport { status: TransportStatus::Closed, .. })).await;
+    event(&events, |e| matches!(e, Event::Follower { reason: FollowReason::ProviderDown, .. }))
+        .await;
+    assert!(!bot.runs_transport("discord"), "stepped down: a standby may connect");
+    assert_eq!(server.live_sessions(), 0);
+    bot.stop().await.unwrap();
+}
