@@ -41,6 +41,10 @@
 //!   messages, button presses, slash commands and reactions dispatched to the live sessions,
 //!   recorded sends, reactions and interaction callbacks, live gateway sessions counted, and
 //!   injected faults (429, heartbeats left unacknowledged, invalid sessions, revoked tokens).
+//! - `email::DovecotServer` and `email::SmtpSink` (feature `email`): a private Dovecot IMAP
+//!   server on a free loopback port (its own configuration, maildir in a temporary directory,
+//!   mail delivered through `dovecot-lda`, sessions counted by Dovecot itself) and an SMTP sink
+//!   that records what a bot sends and can refuse the next mail, for testing e-mail bots.
 //!
 //! # Example
 //!
@@ -75,6 +79,8 @@ mod conformance;
 mod coordinator_conformance;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "email")]
+pub mod email;
 mod faulty;
 mod faulty_store;
 #[cfg(any(feature = "telegram", feature = "meta"))]
