@@ -27,6 +27,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///   store error without landing.
 /// - [`fail_acknowledgements`](Self::fail_acknowledgements): the next journal
 ///   acknowledgements fail the same way.
+/// - [`refuse_lock_renewals`](Self::refuse_lock_renewals): the next fenced lock renewals
+///   answer that the lock is no longer held, as when it ran out under a stalled holder.
 /// - [`fail_journal_appends`](Self::fail_journal_appends): the next journal appends (a
 ///   message arriving) fail the same way.
 ///
@@ -39,6 +41,7 @@ pub struct FaultyStore {
     fail: AtomicU32,
     fail_acks: AtomicU32,
     fail_appends: AtomicU32,
+    refuse_renewals: AtomicU32,
     acks: AtomicU32,
     landed: Arc<Mutex<Vec<Instant>>>,
 }
@@ -63,6 +66,7 @@ impl FaultyStore {
             fail: AtomicU32::new(0),
             fail_acks: AtomicU32::new(0),
             fail_appends: AtomicU32::new(0),
+            refuse_renewals: AtomicU32::new(0),
             acks: AtomicU32::new(0),
             landed: Arc::default(),
         }
@@ -91,6 +95,12 @@ impl FaultyStore {
     /// Makes the next `count` journal appends (`inbox_append`) fail without landing.
     pub fn fail_journal_appends(&self, count: u32) {
         self.fail_appends.store(count, Ordering::SeqCst);
+    }
+
+    /// Makes the next `count` fenced lock renewals (`renew_lock`) answer `false`: the lock is
+    /// no longer the caller's. The lock itself is left as it is.
+    pub fn refuse_lock_renewals(&self, count: u32) {
+        self.refuse_renewals.store(count, Ordering::SeqCst);
     }
 
     /// How many journal acknowledgements were tried, failed ones included.
@@ -198,6 +208,9 @@ impl Store for FaultyStore {
     }
 
     async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
+        if Self::take(&self.refuse_renewals) {
+            return Ok(false);
+        }
         self.inner.renew_lock(key, token, ttl).await
     }
 

@@ -36,6 +36,11 @@
 //!   for testing Meta bots: sends recorded and answered in Graph's shapes, WhatsApp's 24-hour
 //!   window, media, injected faults (rate limits, expired token, recipient gone, 5xx), and
 //!   signed webhook deliveries spread over several replicas, retried, in order per user.
+//! - `whatsapp_web::PhoneNetwork` (feature `whatsapp-web`): a stand-in for WhatsApp behind
+//!   `botmesh-whatsapp-web`'s client seam, for testing WhatsApp Web bots: users' messages
+//!   delivered to the connected session and acknowledged only when it accepts them, linked
+//!   devices and pairing codes, sessions counted per directory, log-outs and replaced
+//!   sessions.
 //! - `discord::DiscordServer` (feature `discord`): a local Discord stand-in, the API routes a
 //!   bot calls and a websocket gateway, that the real serenity client runs against: users'
 //!   messages, button presses, slash commands and reactions dispatched to the live sessions,
@@ -97,6 +102,8 @@ pub mod telegram;
 mod test_provider;
 #[cfg(feature = "webhook")]
 mod webhook_provider;
+#[cfg(feature = "whatsapp-web")]
+pub mod whatsapp_web;
 
 pub use conformance::{racing_writers, store_conformance};
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};

@@ -1,0 +1,179 @@
+//! The lock of a session kept in the bot's store: a safety net under the lease.
+//!
+//! Only the replica elected for the provider opens the session. Should two ever try at once
+//! (a stalled leader waking up after a standby took over), the fenced lock
+//! `botmesh:provider:<id>:session:lock` in the store refuses the second. The opener renews it
+//! every third of its time to live while the session is open and releases it at `stop`; a
+//! process that dies leaves it to run out. The runtime starts the session once per election,
+//! so an opener that finds the lock held waits up to the lock's time to live for it (the lock
+//! of a replica that died runs out by then) before it gives up. An opener that cannot renew it before it runs out
+//! has lost the session: its [`SessionGuard`] is released (its writes to the session's rows
+//! are refused from then on) and its transport is closed, so the runtime steps it down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_traits::{Error as StoreError, FencedLock, Store};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::seam::SessionGuard;
+
+/// How often a held lock is tried again while waiting for it to run out.
+const RETRY: Duration = Duration::from_millis(250);
+
+/// The lock's key for the session under `prefix`.
+pub(crate) fn lock_key(prefix: &str) -> String {
+    format!("{prefix}lock")
+}
+
+/// A held lock in the store, renewed until released.
+pub(crate) struct StoreLock {
+    store: Arc<dyn Store>,
+    key: String,
+    lock: FencedLock,
+    guard: SessionGuard,
+    renewer: JoinHandle<()>,
+}
+
+impl StoreLock {
+    /// Takes the lock of the session under `prefix` for `ttl`, and renews it until released.
+    /// `lost` is called once if it could not be renewed in time.
+    pub(crate) async fn acquire(
+        store: Option<&Arc<dyn Store>>,
+        prefix: &str,
+        ttl: Duration,
+        lost: impl Fn() + Send + Sync + 'static,
+    ) -> Result<Self> {
+        let store = store.ok_or(Error::NoStore)?;
+        let key = lock_key(prefix);
+        let until = Instant::now() + ttl;
+        let lock = loop {
+            match store.acquire_lock_fenced(&key, ttl).await {
+                Ok(Some(lock)) => break lock,
+                Ok(None) if Instant::now() < until => {
+                    tokio::time::sleep(RETRY.min(ttl / 4)).await;
+                }
+                Ok(None) => return Err(Error::SessionLocked { key }),
+                Err(StoreError::Unsupported { .. }) => return Err(Error::NoStore),
+                Err(source) => return Err(Error::Store { op: "lock the session", source }),
+            }
+        };
+        let guard = SessionGuard::new();
+        let renewer = tokio::spawn(renew(
+            Arc::clone(store),
+            key.clone(),
+            lock.token.clone(),
+            ttl,
+            guard.clone(),
+            lost,
+        ));
+        Ok(Self { store: Arc::clone(store), key, lock, guard, renewer })
+    }
+
+    /// The guard released when the lock is lost or released.
+    pub(crate) fn guard(&self) -> SessionGuard {
+        self.guard.clone()
+    }
+
+    /// Stops renewing and releases the lock.
+    pub(crate) async fn release(self) {
+        self.renewer.abort();
+        self.guard.release();
+        match self.store.release_lock(&self.key, &self.lock.token).await {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(target: "botmesh", key = self.key, error = %e, "releasing the session's lock failed; it runs out by itself");
+            }
+        }
+    }
+}
+
+/// Renews the lock every third of `ttl`. A renewal that fails is tried again until the lock
+/// would have run out; then, or when the store says another holds it, the lock is lost.
+async fn renew(
+    store: Arc<dyn Store>,
+    key: String,
+    token: String,
+    ttl: Duration,
+    guard: SessionGuard,
+    lost: impl Fn() + Send + Sync + 'static,
+) {
+    let period = (ttl / 3).max(Duration::from_millis(10));
+    let mut renewed = Instant::now();
+    loop {
+        tokio::time::sleep(period).await;
+        match store.renew_lock(&key, &token, ttl).await {
+            Ok(true) => {
+                renewed = Instant::now();
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) if renewed.elapsed() < ttl.saturating_sub(period) => {
+                tracing::warn!(target: "botmesh", key, error = %e, "renewing the session's lock failed; trying again");
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(target: "botmesh", key, error = %e, "renewing the session's lock failed until it ran out");
+            }
+        }
+        tracing::error!(target: "botmesh", key, "the WhatsApp Web session's lock in the store was lost; closing the transport");
+        guard.release();
+        lost();
+        return;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use botmesh_core::MemoryStore;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_second_opener_is_refused_until_the_first_releases_and_a_lost_lock_is_reported() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let ttl = Duration::from_millis(300);
+        let first = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await.unwrap();
+        tokio::time::sleep(ttl * 2).await;
+        let t0 = Instant::now();
+        let refused = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await;
+        assert!(matches!(refused, Err(Error::SessionLocked { .. })), "renewed, still held");
+        assert!(t0.elapsed() >= ttl, "it waited for the lock to run out first");
+        let guard = first.guard();
+        first.release().await;
+        assert!(!guard.is_held());
+        let lost = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&lost);
+        let second = StoreLock::acquire(Some(&store), "p:", ttl, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .await
+        .unwrap();
+        // Someone else takes the lock over (it was forced free): the next renewal fails.
+        store.release_lock(&lock_key("p:"), &second.lock.token).await.unwrap();
+        let _thief = store.acquire_lock_fenced(&lock_key("p:"), ttl).await.unwrap().unwrap();
+        tokio::time::sleep(ttl).await;
+        assert_eq!(lost.load(Ordering::SeqCst), 1);
+        assert!(!second.guard().is_held(), "a lost lock releases the guard");
+        assert!(matches!(StoreLock::acquire(None, "p:", ttl, || {}).await, Err(Error::NoStore)));
+    }
+
+    #[tokio::test]
+    async fn the_lock_of_a_replica_that_died_is_waited_for_until_it_runs_out() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let ttl = Duration::from_millis(600);
+        // A replica took it and died: nobody renews or releases it.
+        let _dead = store.acquire_lock_fenced(&lock_key("p:"), ttl / 2).await.unwrap().unwrap();
+        let t0 = Instant::now();
+        let lock = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await.unwrap();
+        let waited = t0.elapsed();
+        assert!(waited >= ttl / 3 && waited < ttl, "taken once it ran out, after {waited:?}");
+        lock.release().await;
+    }
+}
