@@ -77,6 +77,14 @@ pub(crate) fn typed(provider: &str, op: &'static str, chat: &str, e: serenity::E
     Error::provider(provider, op, e)
 }
 
+/// Whether Discord answered a call `401`: the token was reset or revoked.
+pub(crate) fn is_unauthorized(e: &serenity::Error) -> bool {
+    matches!(
+        e,
+        serenity::Error::Http(HttpError::UnsuccessfulRequest(r)) if r.status_code.as_u16() == 401
+    )
+}
+
 /// Whether a gateway failure can never heal by connecting again: the token or the intents
 /// are refused.
 pub(crate) fn is_fatal(e: &serenity::Error) -> bool {
@@ -90,10 +98,7 @@ pub(crate) fn is_fatal(e: &serenity::Error) -> bool {
                 | G::InvalidShardData
                 | G::OverloadedShard
         )
-    ) || matches!(
-        e,
-        serenity::Error::Http(HttpError::UnsuccessfulRequest(r)) if r.status_code.as_u16() == 401
-    )
+    ) || is_unauthorized(e)
 }
 
 /// Intents a bot needs for what this provider maps: guild and direct messages with their

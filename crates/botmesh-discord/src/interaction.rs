@@ -19,6 +19,9 @@ pub(crate) async fn acknowledge(inner: Arc<Inner>, ack: Ack) {
     };
     let answered = inner.http.create_interaction_response(id, &token, &response, Vec::new()).await;
     if let Err(e) = answered {
+        if crate::errors::is_unauthorized(&e) {
+            inner.token_refused("an interaction callback");
+        }
         tracing::debug!(target: "botmesh", provider = inner.id(), error = %e, "acknowledging an interaction failed");
     }
 }

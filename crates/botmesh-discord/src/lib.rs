@@ -45,23 +45,36 @@
 //! to 25), replies as message references, media by URL (images as embeds) or uploaded from
 //! bytes, a location as a map link, and reactions as the bot's reactions. A send's
 //! idempotency key becomes an enforced nonce, so a send repeated after a crash is created
-//! once.
+//! once, provided it is repeated within a few minutes: Discord checks a nonce only against the
+//! bot's messages of the past few minutes, and creates the message again past that.
 //!
 //! # Transport status
 //!
 //! The transport opens at `READY` and `RESUMED` and closes when the session ends: an invalid
 //! session that cannot be resumed, heartbeats Discord stopped acknowledging, a lost
-//! connection. The provider connects again by itself after a pause that doubles up to 30 s;
-//! a refused token (close code `4004`) or refused intents end that, and the transport stays
-//! closed. Each start of a session honours the session start limit `/gateway/bot` reports.
+//! connection. After a session on which Discord acknowledged no heartbeat, the next one opens
+//! the transport only at its first acknowledged heartbeat (one heartbeat interval after its
+//! `IDENTIFY`), so a gateway that lets every session go stale keeps the transport closed and
+//! the leader steps down. The provider connects again by itself after a pause that doubles up
+//! to 30 s and is never under a random 1 to 5 s (what Discord asks for before identifying
+//! again after an invalid session); a refused token (close code `4004`) or refused intents end
+//! that, and the transport stays closed. Each start of a session honours the session start
+//! limit `/gateway/bot` reports. A `401` on any API call (a send, an interaction's answer)
+//! closes the transport too, until the provider starts again.
+//!
+//! Messages read from the gateway wait in order for the bot to take them, offered again while
+//! it cannot (its journal is down): up to [`DiscordProvider::with_queue_limit`] events, past
+//! which a new one is dropped and reported. A stop hands what waits over for up to the close
+//! timeout once the session is closed, and reports what is left as dropped.
 //!
 //! # Rate limits and errors
 //!
 //! serenity's ratelimiter keeps to Discord's per-route buckets and the global limit, and waits
 //! out a `429` that says how long. A `429` that reaches the provider (through a proxy, see
 //! [`DiscordProvider::with_proxy`]) is `RateLimited` with its wait; a refused token is
-//! `Unauthorized`; an unknown channel or a user who does not take DMs `RecipientGone`; an
-//! upload too large `TooLarge`; other refusals `InvalidInput` (not retried).
+//! `Unauthorized` (and closes the transport); an unknown channel or a user who does not take
+//! DMs `RecipientGone`; an upload too large `TooLarge`; other refusals `InvalidInput` (not
+//! retried).
 //!
 //! # Testing
 //!

@@ -1,6 +1,7 @@
 //! `DiscordProvider`: its settings, starting and stopping the gateway, and sending.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use botmesh_traits::{
@@ -13,7 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::gateway;
 use crate::outbound;
-use crate::state::{Inner, Settings, lock};
+use crate::state::{Handing, Inner, Settings, lock};
 
 /// The longest `stop` waits for the gateway task beyond the close timeout: its teardown is
 /// quick, so this only bounds a stop that something unforeseen holds up.
@@ -22,6 +23,9 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 /// The largest attachment [`fetch_media`](Provider::fetch_media) downloads: Discord's upload
 /// limit for the largest boosted servers.
 const MAX_MEDIA: u64 = 500 * 1024 * 1024;
+
+/// How many gateway events wait for the bot at most, by default.
+const QUEUE_LIMIT: usize = 1024;
 
 /// A Discord bot as a botmesh provider, on one gateway session.
 ///
@@ -62,6 +66,7 @@ impl DiscordProvider {
             intents,
             proxy: None,
             close_timeout: Duration::from_secs(1),
+            queue_limit: QUEUE_LIMIT,
         };
         Self { inner: Arc::new(Inner::new(settings)) }
     }
@@ -105,9 +110,28 @@ impl DiscordProvider {
     /// second apart, so a clean close may take that long; keep this well under a third of the
     /// coordination lease, the time a stalled replica has to let its transport go before a
     /// standby may connect.
+    ///
+    /// Once the session is closed, the stop waits as long again at most for the messages
+    /// already read from the gateway to be taken by the bot; what is left then is dropped and
+    /// reported (a warning with their ids and a [`ProviderEvent::Rejected`]).
+    ///
+    /// [`ProviderEvent::Rejected`]: botmesh_traits::ProviderEvent::Rejected
     #[must_use]
     pub fn with_close_timeout(self, timeout: Duration) -> Self {
         self.rebuild(|s| s.close_timeout = timeout)
+    }
+
+    /// How many gateway events may wait for the bot to take them (1024 by default, at least
+    /// one; a message with several attachments is one event). They wait while the bot cannot
+    /// take a message now (its journal is down): Discord never delivers a message again, so
+    /// it is offered again and again. When that many wait, a new event is dropped and
+    /// reported (a warning with its ids and a [`ProviderEvent::Rejected`]) instead of holding
+    /// ever more memory.
+    ///
+    /// [`ProviderEvent::Rejected`]: botmesh_traits::ProviderEvent::Rejected
+    #[must_use]
+    pub fn with_queue_limit(self, events: usize) -> Self {
+        self.rebuild(|s| s.queue_limit = events.max(1))
     }
 
     /// The serenity HTTP client this provider calls the API with, for calls of your own
@@ -136,15 +160,19 @@ impl Provider for DiscordProvider {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         *lock(&inner.events) = Some(events_tx);
         lock(&inner.gateway).stopping = false;
+        inner.stale.store(false, Ordering::SeqCst);
+        inner.revoked.store(false, Ordering::SeqCst);
         inner.stop.send_replace(false);
-        let (arrivals_tx, arrivals_rx) = mpsc::unbounded_channel();
+        let (arrivals_tx, arrivals_rx) = mpsc::channel(inner.settings.queue_limit);
+        let (drain, drained) = tokio::sync::oneshot::channel();
         let supervisor = tokio::spawn(gateway::supervise(Arc::clone(inner), arrivals_tx));
-        let handing = tokio::spawn(gateway::hand_over(Arc::clone(inner), intake, arrivals_rx));
+        let task =
+            tokio::spawn(gateway::hand_over(Arc::clone(inner), intake, arrivals_rx, drained));
         if let Some(old) = lock(&inner.supervisor).replace(supervisor) {
             old.abort();
         }
-        for old in std::mem::replace(&mut *lock(&inner.tasks), vec![handing]) {
-            old.abort();
+        if let Some(old) = lock(&inner.handing).replace(Handing { task, drain }) {
+            old.task.abort();
         }
         let stream = futures_util::stream::unfold(events_rx, |mut rx| async move {
             rx.recv().await.map(|event| (event, rx))
@@ -177,18 +205,32 @@ impl Provider for DiscordProvider {
                 let _ = supervisor.await;
             }
         }
-        // The messages already read from the gateway were being handed to the bot: a stopped
-        // replica hands nothing more.
-        for task in std::mem::take(&mut *lock(&inner.tasks)) {
-            task.abort();
+        // The session is closed: nothing arrives any more. What was read from the gateway
+        // and not taken yet is handed to the bot for another close timeout at most; what is
+        // left then is reported dropped.
+        let handing = lock(&inner.handing).take();
+        if let Some(Handing { mut task, drain }) = handing {
+            let deadline = tokio::time::Instant::now() + inner.settings.close_timeout;
+            let _ = drain.send(deadline);
+            // The task ends by the deadline by itself: this only bounds the unforeseen.
+            let wait = inner.settings.close_timeout + STOP_WAIT;
+            if tokio::time::timeout(wait, &mut task).await.is_err() {
+                task.abort();
+                let _ = task.await;
+            }
         }
+        inner.stale.store(false, Ordering::SeqCst);
         inner.set_status(TransportStatus::Closed);
         lock(&inner.events).take();
         Ok(())
     }
 
     async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
-        outbound::send(&self.inner, message).await
+        let sent = outbound::send(&self.inner, message).await;
+        if let Err(Error::Unauthorized { .. }) = &sent {
+            self.inner.token_refused("a send");
+        }
+        sent
     }
 
     fn status(&self) -> TransportStatus {

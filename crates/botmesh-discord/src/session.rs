@@ -42,7 +42,7 @@ pub(crate) enum Ended {
 pub(crate) async fn run(
     inner: &Arc<Inner>,
     url: String,
-    arrivals: &mpsc::UnboundedSender<Vec<Inbound>>,
+    arrivals: &mpsc::Sender<Vec<Inbound>>,
 ) -> Ended {
     let info = ShardInfo { id: ShardId(0), total: 1 };
     let connecting = Shard::new(
@@ -98,8 +98,8 @@ pub(crate) async fn run(
     };
     manager.runners.lock().await.insert(ShardId(0), runner_info());
     manager.shutdown_finished(ShardId(0));
-    let healthy = AtomicBool::new(false);
-    messenger.add_collector(collector(inner, arrivals.clone()));
+    let session = Arc::new(Session::default());
+    messenger.add_collector(collector(inner, &session, arrivals.clone()));
     let stopping = {
         let mut gateway = lock(&inner.gateway);
         if !gateway.stopping {
@@ -115,7 +115,8 @@ pub(crate) async fn run(
     }
     // A session counts as healthy once Discord acknowledged a heartbeat on it (the runner
     // then records a latency with its manager): only then does the supervisor's pause start
-    // over, so a gateway that lets every session go stale is tried less and less often.
+    // over, so a gateway that lets every session go stale is tried less and less often. After
+    // a session that went stale, this is also when the transport opens (see `Inner::stale`).
     let acked = async {
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -124,7 +125,10 @@ pub(crate) async fn run(
                 break;
             }
         }
-        healthy.store(true, Ordering::SeqCst);
+        session.healthy.store(true, Ordering::SeqCst);
+        if session.ready.load(Ordering::SeqCst) {
+            inner.open(true);
+        }
         std::future::pending::<()>().await;
     };
     // A stop asks the runner to close with 1000 (through its mailbox, which it reads between
@@ -150,10 +154,19 @@ pub(crate) async fn run(
         Err(e) if crate::errors::is_fatal(&e) => Ended::Fatal(e),
         Err(e) => {
             tracing::debug!(target: "botmesh", provider = inner.id(), error = %e, "gateway session failed");
-            Ended::Lost { healthy: healthy.load(Ordering::SeqCst) }
+            Ended::Lost { healthy: session.healthy.load(Ordering::SeqCst) }
         }
-        Ok(()) => Ended::Lost { healthy: healthy.load(Ordering::SeqCst) },
+        Ok(()) => Ended::Lost { healthy: session.healthy.load(Ordering::SeqCst) },
     }
+}
+
+/// What the collector and the heartbeat watch learn of one session.
+#[derive(Default)]
+struct Session {
+    /// `READY` or `RESUMED` arrived.
+    ready: AtomicBool,
+    /// Discord acknowledged a heartbeat.
+    healthy: AtomicBool,
 }
 
 /// Ends the manager's own task: it is told to shut the (finished) runner down, which returns at
@@ -165,21 +178,26 @@ async fn teardown(manager: &Arc<ShardManager>, info: ShardRunnerInfo) {
 }
 
 /// What the runner calls with each dispatch, in order, on its own task: `READY` and
-/// `RESUMED` open the transport, the rest is mapped and queued for the bot.
+/// `RESUMED` open the transport (see [`Inner::open`]), the rest is mapped and queued for the
+/// bot.
 fn collector(
     inner: &Arc<Inner>,
-    arrivals: mpsc::UnboundedSender<Vec<Inbound>>,
+    session: &Arc<Session>,
+    arrivals: mpsc::Sender<Vec<Inbound>>,
 ) -> CollectorCallback {
     let inner = Arc::clone(inner);
+    let session = Arc::clone(session);
+    let ready = move |inner: &Inner| {
+        session.ready.store(true, Ordering::SeqCst);
+        inner.open(session.healthy.load(Ordering::SeqCst));
+    };
     CollectorCallback(Box::new(move |event: &Event| {
         match event {
             Event::Ready(r) => {
                 *lock(&inner.me) = Some(r.ready.user.id.get());
-                inner.set_status(TransportStatus::Open);
+                ready(&inner);
             }
-            Event::Resumed(_) => {
-                inner.set_status(TransportStatus::Open);
-            }
+            Event::Resumed(_) => ready(&inner),
             event => {
                 let arrival = map_event(inner.id(), inner.me(), event);
                 // Discord waits 3 s for an interaction's answer: given at once, in the
@@ -188,10 +206,31 @@ fn collector(
                     tokio::spawn(crate::interaction::acknowledge(Arc::clone(&inner), ack));
                 }
                 if !arrival.messages.is_empty() {
-                    let _ = arrivals.send(arrival.messages);
+                    queue(&inner, &arrivals, arrival.messages);
                 }
             }
         }
         true
     }))
+}
+
+/// Queues what one event delivered for the bot. Discord never delivers it again, but memory is
+/// bounded: when the queue is full (the bot has not taken that many events, its journal being
+/// down), the event is dropped and reported.
+fn queue(inner: &Inner, arrivals: &mpsc::Sender<Vec<Inbound>>, messages: Vec<Inbound>) {
+    match arrivals.try_send(messages) {
+        Ok(()) => {}
+        Err(mpsc::error::TrySendError::Full(messages)) => {
+            let limit = inner.settings.queue_limit;
+            crate::gateway::report_dropped(
+                inner,
+                &messages,
+                &format!("{limit} gateway events already wait for the bot to take them"),
+            );
+        }
+        // Only once a stop ended the handing over, which waits for the session to close.
+        Err(mpsc::error::TrySendError::Closed(messages)) => {
+            crate::gateway::report_dropped(inner, &messages, "the provider is stopping");
+        }
+    }
 }

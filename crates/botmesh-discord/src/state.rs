@@ -1,6 +1,7 @@
 //! What a provider's clones share: its settings, its HTTP client, and what it holds while
 //! started.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -8,8 +9,9 @@ use botmesh_traits::{ProviderEvent, TransportStatus};
 use serenity::gateway::ShardMessenger;
 use serenity::http::Http;
 use serenity::model::gateway::GatewayIntents;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -23,8 +25,11 @@ pub(crate) struct Settings {
     pub(crate) intents: GatewayIntents,
     /// Where API calls go instead of `https://discord.com` (serenity's proxy setting).
     pub(crate) proxy: Option<String>,
-    /// How long a stop waits for the websocket to close cleanly before it drops it.
+    /// How long a stop waits for the websocket to close cleanly before it drops it, and then
+    /// for the messages already read to be handed to the bot.
     pub(crate) close_timeout: Duration,
+    /// How many gateway events may wait for the bot to take them.
+    pub(crate) queue_limit: usize,
 }
 
 /// The gateway connection of a started provider.
@@ -34,6 +39,13 @@ pub(crate) struct Gateway {
     pub(crate) stopping: bool,
     /// The running shard's mailbox, to close it cleanly.
     pub(crate) messenger: Option<ShardMessenger>,
+}
+
+/// The task that hands what the gateway delivered to the bot.
+pub(crate) struct Handing {
+    pub(crate) task: JoinHandle<()>,
+    /// Tells the task to hand over what is queued by the deadline it carries, then to end.
+    pub(crate) drain: oneshot::Sender<Instant>,
 }
 
 /// What the provider's clones share.
@@ -47,9 +59,17 @@ pub(crate) struct Inner {
     pub(crate) events: Mutex<Option<mpsc::UnboundedSender<ProviderEvent>>>,
     pub(crate) status: Mutex<TransportStatus>,
     pub(crate) gateway: Mutex<Gateway>,
-    /// The task that keeps the gateway connected, and the one that hands messages to the bot.
-    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The task that hands messages to the bot.
+    pub(crate) handing: Mutex<Option<Handing>>,
+    /// The task that keeps the gateway connected.
     pub(crate) supervisor: Mutex<Option<JoinHandle<()>>>,
+    /// Set when a session ended without Discord acknowledging a heartbeat on it: the next
+    /// sessions open the transport only once a heartbeat is acknowledged on them, not at
+    /// `READY`, so that a gateway that lets every session go stale keeps the transport closed.
+    pub(crate) stale: AtomicBool,
+    /// Set when Discord answered an API call `401`: the transport stays closed until the next
+    /// start.
+    pub(crate) revoked: AtomicBool,
     /// `true` from a stop until the next start.
     pub(crate) stop: watch::Sender<bool>,
 }
@@ -69,8 +89,10 @@ impl Inner {
             events: Mutex::new(None),
             status: Mutex::new(TransportStatus::Closed),
             gateway: Mutex::new(Gateway::default()),
-            tasks: Mutex::new(Vec::new()),
+            handing: Mutex::new(None),
             supervisor: Mutex::new(None),
+            stale: AtomicBool::new(false),
+            revoked: AtomicBool::new(false),
             stop: watch::Sender::new(false),
         }
     }
@@ -92,6 +114,33 @@ impl Inner {
             tracing::debug!(target: "botmesh", provider = self.id(), ?status, "gateway status");
             self.report(ProviderEvent::Status(status));
         }
+    }
+
+    /// Opens the transport for a session that is ready (`READY` or `RESUMED`), unless the
+    /// token was refused, or the last session went stale and no heartbeat was `acked` on this
+    /// one yet.
+    pub(crate) fn open(&self, acked: bool) {
+        if self.revoked.load(Ordering::SeqCst) {
+            return;
+        }
+        if acked || !self.stale.load(Ordering::SeqCst) {
+            self.set_status(TransportStatus::Open);
+        }
+    }
+
+    /// Discord answered `op` with `401`: the token was reset or revoked. The transport closes
+    /// and stays closed until the next start, so that the election's step-down rule hands the
+    /// gateway to a standby.
+    pub(crate) fn token_refused(&self, op: &str) {
+        if !self.revoked.swap(true, Ordering::SeqCst) {
+            tracing::error!(target: "botmesh", provider = self.id(), op, "discord answered 401: the token was reset or revoked; closing the transport");
+            let reason = format!(
+                "discord answered 401 to {op}: the token was reset or revoked; \
+                 the transport stays closed until the provider starts again"
+            );
+            self.report(ProviderEvent::Rejected { reason });
+        }
+        self.set_status(TransportStatus::Closed);
     }
 
     /// Resolves once a stop was asked for.

@@ -1,11 +1,12 @@
 //! The gateway session's life on one replica: invalid sessions, reconnect requests, the
-//! session start limit.
+//! session start limit, and what was read from the gateway when the bot cannot take it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_core::{Bot, Event, TransportStatus};
 use botmesh_testing::discord::{Author, DiscordServer};
+use tokio::time::Instant;
 
 #[allow(clippy::wildcard_imports, reason = "the helpers every test module uses")]
 use crate::support::*;
@@ -31,10 +32,22 @@ fn statuses(events: &Arc<std::sync::Mutex<Vec<Event>>>) -> Vec<TransportStatus> 
 
 #[tokio::test]
 async fn an_invalid_session_closes_the_transport_until_a_new_session_is_ready() {
-    let server = DiscordServer::start().await.unwrap();
+    // Heartbeats every 200 ms, so that Discord acknowledged one before the session ends: the
+    // next session then opens at READY (after a session on which none was acknowledged, it
+    // would open at its first acknowledged heartbeat instead).
+    let server = DiscordServer::builder()
+        .heartbeat_interval(Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
     let (bot, events) = echo_bot(&server).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let invalidated = Instant::now();
     server.invalidate_sessions(false);
     until("a new session identifies", || server.identifies().len() == 2).await;
+    // Discord asks for a random 1 to 5 s before identifying again.
+    let waited = server.identifies()[1] - invalidated;
+    assert!(waited >= Duration::from_secs(1), "identified again after {waited:?}");
     until("the new session is live", || server.live_sessions() == 1).await;
     until("the transport reopened", || statuses(&events).len() >= 3).await;
     assert_eq!(
@@ -61,14 +74,19 @@ async fn a_reconnect_request_resumes_the_session_without_identifying_again() {
 
 #[tokio::test]
 async fn with_no_session_starts_left_the_provider_waits_for_the_limit_to_reset() {
-    let reset = Duration::from_secs(2);
+    // Longer than the provider's own wait before it identifies again (5 s at most), so that
+    // only a wait for the limit identifies after it.
+    let reset = Duration::from_secs(6);
+    // The limit resets `reset` after the stand-in started, so no sooner than this plus reset,
+    // however slowly the first session came up.
+    let before = Instant::now();
     let server = DiscordServer::builder().session_start_limit(1, reset).start().await.unwrap();
     let (bot, _) = echo_bot(&server).await;
-    let first = server.identifies()[0];
     server.invalidate_sessions(false);
     until("a new session identifies once the limit reset", || server.identifies().len() == 2).await;
-    let waited = server.identifies()[1] - first;
-    assert!(waited >= reset - Duration::from_millis(50), "identified again after {waited:?}");
+    let waited = server.identifies()[1] - before;
+    // The stand-in says how long in whole milliseconds, rounded down.
+    assert!(waited >= reset - Duration::from_millis(5), "identified again after {waited:?}");
     bot.stop().await.unwrap();
 }
 

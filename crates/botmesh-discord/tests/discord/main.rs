@@ -9,6 +9,7 @@
 
 mod conformance;
 mod gateway;
+mod handing;
 mod mapping;
 mod replicas;
 mod support;

@@ -81,7 +81,16 @@ pub(crate) fn replica(
 
 /// Waits until the bot reported an event `wanted` matches.
 pub(crate) async fn event(events: &Arc<Mutex<Vec<Event>>>, wanted: impl Fn(&Event) -> bool) {
-    let deadline = Instant::now() + WITHIN;
+    event_within(events, WITHIN, wanted).await;
+}
+
+/// Waits up to `within` until the bot reported an event `wanted` matches.
+pub(crate) async fn event_within(
+    events: &Arc<Mutex<Vec<Event>>>,
+    within: Duration,
+    wanted: impl Fn(&Event) -> bool,
+) {
+    let deadline = Instant::now() + within;
     while !events.lock().unwrap().iter().any(&wanted) {
         assert!(Instant::now() < deadline, "never saw the event: {:?}", events.lock().unwrap());
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -112,6 +112,9 @@ async fn a_resume_replays_what_was_missed_and_an_invalid_session_is_refused() {
 #[tokio::test]
 async fn the_api_records_sends_reactions_and_callbacks_and_injects_faults() {
     let server = DiscordServer::start().await.unwrap();
+    // reqwest may be built with rustls by another crate of the workspace: a client then needs a
+    // crypto provider, ring as everywhere else here.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     let api = format!("{}/api/v10", server.url());
     let auth = "Bot discord-test-token";
