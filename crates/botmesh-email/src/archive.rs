@@ -19,7 +19,8 @@ use sha2::{Digest, Sha256};
 /// One mail, as kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Kept {
-    /// Its `Message-ID`, without angle brackets.
+    /// Its `Message-ID`, without angle brackets (for `In-Reply-To`; the row is keyed by the
+    /// message id, which also covers the sender: see `parse::message_key`).
     pub(crate) id: String,
     /// Its subject.
     pub(crate) subject: Option<String>,
@@ -125,16 +126,23 @@ impl Archive {
         data.and_then(|d| serde_json::from_str(&d).ok())
     }
 
-    /// Keeps `mail`, received in `chat`, before it is handed to the bot.
-    pub(crate) async fn keep(&self, chat: &str, mail: &Kept) -> botmesh_traits::Result<()> {
+    /// Keeps `mail`, message `id`, received in `chat`, before it is handed to the bot. The
+    /// row is keyed by `id`, unique to the sender and the `Message-ID`: another sender's mail
+    /// with the same `Message-ID` cannot replace it.
+    pub(crate) async fn keep(
+        &self,
+        id: &str,
+        chat: &str,
+        mail: &Kept,
+    ) -> botmesh_traits::Result<()> {
         let whole = serde_json::to_string(mail).unwrap_or_default();
-        self.put(self.mail_key(&mail.id), whole).await?;
+        self.put(self.mail_key(id), whole).await?;
         let head = Kept { raw: String::new(), ..mail.clone() };
         let head = serde_json::to_string(&head).unwrap_or_default();
         self.put(self.chat_key(chat), head).await
     }
 
-    /// The mail with `Message-ID` `id`.
+    /// The mail with message id `id`.
     pub(crate) async fn mail(&self, id: &str) -> Option<Kept> {
         self.get(&self.mail_key(id)).await
     }

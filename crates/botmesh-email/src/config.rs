@@ -56,6 +56,8 @@ pub struct ImapConfig {
     pub(crate) poll_interval: Duration,
     pub(crate) down_after: Duration,
     pub(crate) max_backoff: Duration,
+    pub(crate) command_timeout: Duration,
+    pub(crate) max_mail_bytes: u32,
     pub(crate) quarantine: Option<String>,
     pub(crate) backlog: Backlog,
     /// Extra trusted roots (DER), besides the web's.
@@ -79,8 +81,9 @@ impl ImapConfig {
     ///
     /// Defaults: IDLE renewed every 10 minutes (servers drop an IDLE after 30), a poll every
     /// 30 seconds on servers without IDLE, reconnects backing off up to 30 seconds, the
-    /// transport reported closed after 60 seconds without a connection, malformed mails left
-    /// in place (unseen), and a first start with the unseen mails.
+    /// transport reported closed after 60 seconds without a connection, 30 seconds for each
+    /// IMAP command, mails over 25 MiB not downloaded, malformed mails left in place (unseen),
+    /// and a first start with the unseen mails.
     pub fn new(host: impl Into<String>, user: impl Into<String>, password: &str) -> Self {
         Self {
             host: host.into(),
@@ -93,6 +96,8 @@ impl ImapConfig {
             poll_interval: Duration::from_secs(30),
             down_after: Duration::from_secs(60),
             max_backoff: Duration::from_secs(30),
+            command_timeout: Duration::from_secs(30),
+            max_mail_bytes: 25 * 1024 * 1024,
             quarantine: None,
             backlog: Backlog::Unseen,
             roots: Vec::new(),
@@ -150,8 +155,32 @@ impl ImapConfig {
         self
     }
 
-    /// Moves malformed mails to `folder` (which must exist) instead of leaving them unseen in
-    /// the mailbox read.
+    /// How long connecting, logging in and each IMAP command (`SELECT`, `SEARCH`, `FETCH`,
+    /// `STORE`, `NOOP`, leaving IDLE, `LOGOUT`) may take (30 seconds by default). A command
+    /// that takes longer counts as a lost connection: the session is dropped and made again,
+    /// and a server that stays that way gets the transport reported closed after
+    /// [`down_after`](Self::down_after). A server that stops answering during IDLE is noticed
+    /// when the IDLE is renewed ([`idle_timeout`](Self::idle_timeout)), and a dead network by
+    /// TCP keepalive (probes after 30 seconds of silence, the connection dropped after about a
+    /// minute without an answer).
+    #[must_use]
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// The largest mail downloaded, in bytes (25 MiB by default). The size the server reports
+    /// (`RFC822.SIZE`) is read first; a larger mail is not downloaded: it is reported as a
+    /// `Rejected` event, left unseen (or moved to the [`quarantine`](Self::quarantine) folder)
+    /// and the session goes on past it, as with a malformed mail.
+    #[must_use]
+    pub fn max_mail_bytes(mut self, bytes: u32) -> Self {
+        self.max_mail_bytes = bytes;
+        self
+    }
+
+    /// Moves malformed and too large mails to `folder` (which must exist) instead of leaving
+    /// them unseen in the mailbox read.
     #[must_use]
     pub fn quarantine(mut self, folder: impl Into<Option<String>>) -> Self {
         self.quarantine = folder.into();

@@ -80,7 +80,11 @@ async fn receive(
     if !inner.slot.is_open() {
         return Rejection::Unavailable.into_response();
     }
-    if let Err(e) = inner.archive.keep(parsed.inbound.chat.as_str(), &parsed.kept).await {
+    if let Err(e) = inner
+        .archive
+        .keep(parsed.inbound.id.as_str(), parsed.inbound.chat.as_str(), &parsed.kept)
+        .await
+    {
         tracing::warn!(target: "botmesh", provider = inner.id, error = %e, "keeping a mail for threading failed");
     }
     inner.slot.accept(parsed.inbound).await.into_response()

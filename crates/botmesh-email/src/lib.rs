@@ -39,7 +39,9 @@
 //!
 //! A chat is a correspondent (the sender's address), or a thread
 //! ([`Threading::Thread`]: the address and the thread's first `Message-ID`). The message id is
-//! the mail's `Message-ID`, so a mail delivered twice is handled once. The text a flow sees is
+//! a digest of the sender's address and the mail's `Message-ID`
+//! ([`EmailProvider::message_id`]), so a mail delivered twice is handled once, and a stranger
+//! reusing someone's `Message-ID` is not taken for them. The text a flow sees is
 //! the new part of the mail: the quoted mail it answers and the signature are stripped. A mail
 //! with attachments is a `Content::Media` captioned with that text; the whole mail, its HTML,
 //! its whole text and each attachment are fetched with `fetch_media`

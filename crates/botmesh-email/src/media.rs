@@ -1,4 +1,5 @@
-//! The parts of a kept mail that `fetch_media` serves, named by URL:
+//! The parts of a kept mail that `fetch_media` serves, named by URL, where `<message-id>` is
+//! the mail's message id (a digest of its sender and `Message-ID`, see `parse::message_key`):
 //!
 //! - `email:<message-id>`: the whole mail, as received (RFC 822);
 //! - `email:<message-id>/text`: its whole plain text, quote and signature included;

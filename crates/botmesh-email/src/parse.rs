@@ -63,6 +63,16 @@ fn digest_id(raw: &[u8]) -> String {
     format!("{hex}@sha256.botmesh")
 }
 
+/// The message id of the mail with `Message-ID` `id` (without angle brackets) from `address`
+/// (lowercased): the hex of the first 16 bytes of the SHA-256 of `address`, a newline and
+/// `id`. A `Message-ID` is chosen by the sender, so it is not unique alone: keyed with the
+/// sender's address, a stranger reusing someone's `Message-ID` neither gets their mail
+/// dropped as a duplicate of the other's nor replaces the other's kept mail.
+pub(crate) fn message_key(address: &str, id: &str) -> String {
+    let hash = Sha256::digest(format!("{address}\n{id}").as_bytes());
+    hash.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
 /// The chat a mail belongs to under `threading`.
 pub(crate) fn chat_of(
     threading: Threading,
@@ -107,6 +117,7 @@ pub(crate) fn parse(provider: &str, raw: &[u8], threading: Threading) -> Result<
     let references = ids(message.references());
     let in_reply_to = ids(message.in_reply_to());
     let chat = chat_of(threading, &address, &id, &references, &in_reply_to);
+    let key = message_key(&address, &id);
     let text = message.body_text(0).map(|t| t.into_owned()).unwrap_or_default();
     let body = new_part(&text);
     let content = match message.attachments().next() {
@@ -115,7 +126,7 @@ pub(crate) fn parse(provider: &str, raw: &[u8], threading: Threading) -> Result<
                 Some(sub) => format!("{}/{sub}", ct.ctype()),
                 None => ct.ctype().to_owned(),
             });
-            let mut media = Media::new(media::attachment_url(&id, 0))
+            let mut media = Media::new(media::attachment_url(&key, 0))
                 .with_size(u64::try_from(part.contents().len()).unwrap_or(u64::MAX));
             if let Some(name) = part.attachment_name() {
                 media = media.with_file_name(name);
@@ -128,7 +139,7 @@ pub(crate) fn parse(provider: &str, raw: &[u8], threading: Threading) -> Result<
         }
         None => Content::text(body),
     };
-    let mut inbound = Inbound::new(provider, MessageId::new(&id), chat, content);
+    let mut inbound = Inbound::new(provider, MessageId::new(&key), chat, content);
     if let Some(name) = name {
         inbound = inbound.with_sender_name(name);
     }
@@ -165,7 +176,8 @@ mod tests {
         let by_person = parse("email", REPLY.as_bytes(), Threading::Correspondent).unwrap();
         let m = &by_person.inbound;
         assert_eq!(m.chat.as_str(), "ana@example.org");
-        assert_eq!(m.id.as_str(), "m2@example.org");
+        assert_eq!(m.id.as_str(), message_key("ana@example.org", "m2@example.org"));
+        assert_eq!(by_person.kept.id, "m2@example.org", "kept for In-Reply-To as it is");
         assert_eq!(m.content.as_text(), Some("Two, please."));
         assert_eq!(m.reply_to.as_ref().map(MessageId::as_str), Some("b1@x.org"));
         assert_eq!(m.sender_name.as_deref(), Some("Ana"));
@@ -201,7 +213,7 @@ mod tests {
         assert_eq!((kind, caption.as_deref()), (&MediaKind::Document, Some("see attached")));
         assert_eq!(media.file_name.as_deref(), Some("q.pdf"));
         assert_eq!(media.mime.as_deref(), Some("application/pdf"));
-        assert_eq!(media.url, "email:x@b/attachment/0");
+        assert_eq!(media.url, format!("email:{}/attachment/0", message_key("a@b.org", "x@b")));
     }
 
     #[test]
@@ -210,5 +222,16 @@ mod tests {
         let one = parse("e", raw, Threading::Correspondent).unwrap().inbound.id;
         let two = parse("e", raw, Threading::Correspondent).unwrap().inbound.id;
         assert_eq!(one, two);
+    }
+
+    #[test]
+    fn the_same_message_id_from_two_senders_makes_two_messages() {
+        let from = |who: &str| format!("From: {who}\r\nMessage-ID: <same@x>\r\n\r\nhi\r\n");
+        let ana = parse("e", from("ana@x.org").as_bytes(), Threading::Correspondent).unwrap();
+        let bob = parse("e", from("bob@x.org").as_bytes(), Threading::Correspondent).unwrap();
+        assert_ne!(ana.inbound.id, bob.inbound.id);
+        assert_eq!((ana.kept.id.as_str(), bob.kept.id.as_str()), ("same@x", "same@x"));
+        let again = parse("e", from("Ana@X.org").as_bytes(), Threading::Correspondent).unwrap();
+        assert_eq!(ana.inbound.id, again.inbound.id, "a redelivery keeps its id");
     }
 }

@@ -17,9 +17,6 @@ use crate::media::{self, Part};
 use crate::smtp::Smtp;
 use crate::state::{Check, Inner, Mode, Running, Settings, lock};
 
-/// How long `stop` waits for the IMAP loop to log out before it cuts the connection.
-const STOP: Duration = Duration::from_secs(5);
-
 /// A mailbox as a botmesh provider.
 ///
 /// Two modes:
@@ -59,6 +56,7 @@ impl EmailProvider {
             threading: Threading::Correspondent,
             limits: Limits::new().max_body_bytes(10 * 1024 * 1024),
             retention: Duration::from_secs(7 * 24 * 60 * 60),
+            stop_timeout: Duration::from_secs(2),
             store: None,
         };
         Self { inner: Arc::new(Inner::new(settings)) }
@@ -134,12 +132,32 @@ impl EmailProvider {
         self.rebuild(|s| s.retention = retention)
     }
 
+    /// How long `stop` waits for the IMAP session to leave IDLE and log out before it drops
+    /// the connection (2 seconds by default; each of the two steps gets half). A leader that
+    /// is told to stop because it lost its lease has `lease / 3` to let go before a standby
+    /// may select the mailbox (5 seconds with the default 15 second lease): keep this well
+    /// under that, so that two sessions never read the mailbox at once.
+    #[must_use]
+    pub fn with_stop_timeout(self, timeout: Duration) -> Self {
+        self.rebuild(|s| s.stop_timeout = timeout)
+    }
+
     /// Keeps mails in `store` (for threading and `fetch_media`) rather than in the bot's
     /// store, which the provider otherwise adopts when it starts. Give it on replicas that
     /// send without running the session, or outside a bot.
     #[must_use]
     pub fn with_store(self, store: Arc<dyn Store>) -> Self {
         self.rebuild(|s| s.store = Some(store))
+    }
+
+    /// The message id of the mail from `from` with `Message-ID` `message_id` (angle brackets
+    /// optional): not the `Message-ID` itself, which the sender chooses, but a digest of it
+    /// and the sender's lowercased address (the hex of the first 16 bytes of the SHA-256 of
+    /// `address`, a newline and the `Message-ID`). Give it to [`whole_mail`](Self::whole_mail)
+    /// and the like.
+    pub fn message_id(from: &str, message_id: &str) -> MessageId {
+        let bare = message_id.trim().trim_start_matches('<').trim_end_matches('>');
+        MessageId::from(crate::parse::message_key(&from.trim().to_lowercase(), bare))
     }
 
     /// The media of the whole mail `id` (RFC 822), for [`Provider::fetch_media`].
@@ -187,8 +205,10 @@ impl Provider for EmailProvider {
                 // Logged in before start returns, so a wrong password fails the start.
                 let mut first = conn::login(&inner.id, config).await?;
                 // And the mailbox selected: a mailbox that does not exist fails it too.
-                if let Err(e) = first.select(&config.mailbox).await {
-                    let _ = first.logout().await;
+                let limit = config.command_timeout;
+                let selected = session::timed(limit, "SELECT", first.select(&config.mailbox));
+                if let Err(e) = selected.await {
+                    let _ = tokio::time::timeout(limit, first.logout()).await;
                     let reason = format!("mailbox {:?} cannot be selected: {e}", config.mailbox);
                     return Err(Error::Configuration(reason.into()));
                 }
@@ -224,7 +244,8 @@ impl Provider for EmailProvider {
             // The loop leaves IDLE and logs out. A mail handed to the bot but not yet flagged
             // is offered again by the next session, and the bot's dedupe drops it.
             let _ = stop.send(true);
-            if tokio::time::timeout(STOP, &mut task).await.is_err() {
+            let wait = inner.settings.stop_timeout;
+            if tokio::time::timeout(wait, &mut task).await.is_err() {
                 task.abort();
                 let _ = task.await;
             }

@@ -3,8 +3,8 @@
 //!
 //! Every mail gets a `Message-ID`, returned as the send's receipt id. When the bot gives the
 //! send an idempotency key (its outbox key, with durability), the `Message-ID` is derived from
-//! it, so a send repeated after a crash carries the same `Message-ID` and mail clients show it
-//! once.
+//! it, so a send repeated after a crash carries the same `Message-ID`. SMTP does not
+//! deduplicate: the recipient gets both copies, and only some clients show them once.
 //!
 //! SMTP errors are typed: a temporary refusal (`4xx`) is `RateLimited` (the bot waits the
 //! configured time and sends again), a mailbox that does not exist (`550`, `551`, `553`)
@@ -84,8 +84,7 @@ impl Smtp {
         })?;
         let id = self.message_id(message);
         let subject = match parent.and_then(|p| p.subject.as_deref()) {
-            Some(s) if s.len() >= 3 && s[..3].eq_ignore_ascii_case("re:") => s.to_owned(),
-            Some(s) => format!("Re: {s}"),
+            Some(s) => reply_subject(s),
             None => config.subject.clone(),
         };
         let mut builder = Message::builder()
@@ -110,6 +109,14 @@ impl Smtp {
             Err(e) => Err(typed(provider, config, message.chat.as_str(), &e)),
         }
     }
+}
+
+/// The subject of a reply to a mail titled `subject`: `Re: subject`, unless it starts with
+/// `Re:` already (any case). Compared on bytes: a subject is the sender's text, in any script,
+/// and its third byte may fall inside a character.
+fn reply_subject(subject: &str) -> String {
+    let replied = subject.as_bytes().get(..3).is_some_and(|p| p.eq_ignore_ascii_case(b"re:"));
+    if replied { subject.to_owned() } else { format!("Re: {subject}") }
 }
 
 fn invalid(e: impl std::fmt::Display) -> Error {
@@ -179,5 +186,20 @@ fn typed(
         Some(_) => refused(),
         None if e.is_permanent() => refused(),
         None => Error::provider(provider, "send", e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_subject_takes_re_once_whatever_the_script() {
+        assert_eq!(reply_subject("Привет"), "Re: Привет");
+        assert_eq!(reply_subject("Été"), "Re: Été");
+        assert_eq!(reply_subject("é"), "Re: é");
+        assert_eq!(reply_subject("RE: Order"), "RE: Order");
+        assert_eq!(reply_subject("re:Привет"), "re:Привет");
+        assert_eq!(reply_subject(""), "Re: ");
     }
 }

@@ -44,6 +44,8 @@ pub(crate) struct Settings {
     pub(crate) threading: Threading,
     pub(crate) limits: Limits,
     pub(crate) retention: Duration,
+    /// How long `stop` waits for the IMAP session to log out.
+    pub(crate) stop_timeout: Duration,
     /// Where mails are kept, when given rather than adopted from the bot at start.
     pub(crate) store: Option<Arc<dyn Store>>,
 }

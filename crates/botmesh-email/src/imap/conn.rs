@@ -5,6 +5,7 @@ use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -20,17 +21,38 @@ use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
 use crate::config::{ImapConfig, Security};
 
-/// The byte stream under an IMAP session.
-pub(crate) enum Conn {
+/// The byte stream under an IMAP session, and whether it ended.
+///
+/// `async-imap` answers most commands (`CAPABILITY`, `SEARCH`, `FETCH`, `STORE`, `NOOP`) with
+/// what it read until the command's tagged answer, and takes the end of the stream for that
+/// end too: over a closed connection they succeed, empty. So the stream remembers that it
+/// ended (or failed), and the session asks after each command (see [`closed`]).
+pub(crate) struct Conn {
+    stream: Stream,
+    ended: AtomicBool,
+}
+
+enum Stream {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
 }
 
+impl Conn {
+    fn new(stream: Stream) -> Self {
+        Self { stream, ended: AtomicBool::new(false) }
+    }
+}
+
+/// Whether the connection under `session` ended or failed.
+pub(crate) fn closed(session: &ImapSession) -> bool {
+    session.get_ref().ended.load(Ordering::Relaxed)
+}
+
 impl fmt::Debug for Conn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Plain(_) => "Conn::Plain",
-            Self::Tls(_) => "Conn::Tls",
+        f.write_str(match self.stream {
+            Stream::Plain(_) => "Conn::Plain",
+            Stream::Tls(_) => "Conn::Tls",
         })
     }
 }
@@ -41,10 +63,22 @@ impl AsyncRead for Conn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let room = buf.remaining() > 0;
+        let read = match &mut this.stream {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        };
+        let ended = match &read {
+            Poll::Ready(Ok(())) => room && buf.filled().len() == before,
+            Poll::Ready(Err(_)) => true,
+            Poll::Pending => false,
+        };
+        if ended {
+            this.ended.store(true, Ordering::Relaxed);
         }
+        read
     }
 }
 
@@ -54,23 +88,28 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        let this = self.get_mut();
+        let written = match &mut this.stream {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        };
+        if matches!(written, Poll::Ready(Err(_))) {
+            this.ended.store(true, Ordering::Relaxed);
         }
+        written
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_flush(cx),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        match &mut self.get_mut().stream {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        match &mut self.get_mut().stream {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
@@ -78,8 +117,22 @@ impl AsyncWrite for Conn {
 /// A logged-in IMAP session.
 pub(crate) type ImapSession = Session<Conn>;
 
-/// How long connecting and logging in may take.
-const CONNECT: Duration = Duration::from_secs(20);
+/// TCP keepalive on the IMAP socket: the first probe after this long without traffic, ...
+const KEEPALIVE_TIME: Duration = Duration::from_secs(30);
+/// ... the next ones this far apart, ...
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// ... and the connection dropped after this many probes without an answer: a dead network or
+/// peer under a session in IDLE is noticed in about a minute, not after hours.
+const KEEPALIVE_RETRIES: u32 = 3;
+
+/// Turns on TCP keepalive on `tcp` as the constants above say; `false` when the system
+/// refused.
+pub(crate) fn keepalive(tcp: &TcpStream) -> bool {
+    let probes = socket2::TcpKeepalive::new().with_time(KEEPALIVE_TIME);
+    #[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
+    let probes = probes.with_interval(KEEPALIVE_INTERVAL).with_retries(KEEPALIVE_RETRIES);
+    socket2::SockRef::from(tcp).set_tcp_keepalive(&probes).is_ok()
+}
 
 fn tls(extra: &[Vec<u8>]) -> TlsConnector {
     let mut roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
@@ -102,20 +155,24 @@ fn tls(extra: &[Vec<u8>]) -> TlsConnector {
     }
 }
 
-/// Connects and logs in as `config` says. A refused login is [`Error::Unauthorized`]; anything
+/// Connects and logs in as `config` says, each step within the configured command timeout. A refused login is [`Error::Unauthorized`]; anything
 /// else (the server unreachable, a TLS failure) is [`Error::Provider`].
 pub(crate) async fn login(provider: &str, config: &ImapConfig) -> Result<ImapSession, Error> {
     let failed =
         |e: Box<dyn std::error::Error + Send + Sync>| Error::provider(provider, "connect", e);
-    let connected = tokio::time::timeout(CONNECT, async {
+    let limit = config.command_timeout;
+    let connected = tokio::time::timeout(limit, async {
         let tcp = TcpStream::connect((config.host.as_str(), config.port)).await?;
         let _ = tcp.set_nodelay(true);
+        if !keepalive(&tcp) {
+            tracing::debug!(target: "botmesh", provider, "TCP keepalive could not be set on the IMAP socket");
+        }
         let conn = match config.security {
-            Security::Plain => Conn::Plain(tcp),
+            Security::Plain => Conn::new(Stream::Plain(tcp)),
             Security::Tls | Security::StartTls => {
                 let name = ServerName::try_from(config.host.clone())
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                Conn::Tls(Box::new(tls(&config.roots).connect(name, tcp).await?))
+                Conn::new(Stream::Tls(Box::new(tls(&config.roots).connect(name, tcp).await?)))
             }
         };
         let mut client = Client::new(conn);
@@ -129,7 +186,7 @@ pub(crate) async fn login(provider: &str, config: &ImapConfig) -> Result<ImapSes
         Ok(Err(e)) => return Err(failed(Box::new(e))),
         Err(elapsed) => return Err(failed(Box::new(elapsed))),
     };
-    let logged = tokio::time::timeout(CONNECT, client.login(&config.user, &*config.password)).await;
+    let logged = tokio::time::timeout(limit, client.login(&config.user, &*config.password)).await;
     match logged {
         Ok(Ok(session)) => Ok(session),
         Ok(Err((async_imap::error::Error::No(_), _))) => {
@@ -137,5 +194,21 @@ pub(crate) async fn login(provider: &str, config: &ImapConfig) -> Result<ImapSes
         }
         Ok(Err((e, _))) => Err(failed(Box::new(e))),
         Err(elapsed) => Err(failed(Box::new(elapsed))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_imap_socket_has_keepalive_on() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tcp = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        assert!(keepalive(&tcp));
+        let sock = socket2::SockRef::from(&tcp);
+        assert!(sock.keepalive().unwrap());
+        #[cfg(target_os = "linux")]
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), KEEPALIVE_TIME);
     }
 }

@@ -7,14 +7,16 @@
 //! cannot take now is offered again until it is taken. So a session that dies loses nothing:
 //! the next leader resumes after the stored UID, and a mail the old leader handed over but did
 //! not record is offered again and dropped by the bot's dedupe (its journal, across replicas;
-//! the message id is the mail's `Message-ID`).
+//! the message id is a digest of the sender's address and the mail's `Message-ID`).
 //!
 //! Rules for what does not go to the bot:
 //! - A **malformed** mail (see `parse.rs`) is reported once as a `Rejected` event, never
 //!   flagged `\Seen` (or moved to the quarantine folder when one is set), and the position
 //!   moves past it: the loop never stops on it and never offers it again, and it stays in the
 //!   mailbox for a person.
-//! - A mail the bot refuses for good (too large) is treated the same way.
+//! - A mail the bot refuses for good, or larger than `max_mail_bytes` by the size the server
+//!   reports (`RFC822.SIZE`, read before the mail is downloaded, which it then is not), is
+//!   treated the same way.
 //! - A **UIDVALIDITY change** (the server renumbered the mailbox) is reported as a `Rejected`
 //!   event saying so; the loop then resumes with the mails not flagged `\Seen`, since exactly
 //!   those were never acknowledged. A mail that was acknowledged but not yet flagged when the
@@ -23,8 +25,17 @@
 //! - A **first start** (no position recorded, `Backlog::Unseen`) also begins with the mails not
 //!   flagged `\Seen`. During such a pass the position is recorded once, at its end, so a
 //!   leader that dies halfway leaves the next one the same rule, not a UID that would skip
-//!   unseen mails below it.
+//!   unseen mails below it. The exception to "reported once": the malformed and too large
+//!   mails of a pass interrupted that way are still unseen, so the next leader reports them
+//!   again (mails the bot took are flagged `\Seen` by then, or dropped by its dedupe).
+//!
+//! Every IMAP command runs within `command_timeout`; one that takes longer is a lost
+//! connection (a server or network that stopped answering), so the session is made again and
+//! the transport closes after `down_after`. The transport is reported open, and the clock
+//! of `down_after` reset, only once a session searched the mailbox: a server that accepts
+//! `SELECT` and then drops every session keeps counting as down.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,9 +52,6 @@ use crate::parse::parse;
 use crate::progress::{Position, Progress};
 use crate::state::Inner;
 
-/// How long a clean `LOGOUT` may take when the provider stops.
-const LOGOUT: Duration = Duration::from_secs(3);
-
 /// Resolves once the provider is told to stop (or its switch is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
@@ -53,9 +61,37 @@ fn is_stopped(stop: &watch::Receiver<bool>) -> bool {
     *stop.borrow()
 }
 
-/// Logs out, within [`LOGOUT`].
-async fn logout(mut session: ImapSession) {
-    let _ = tokio::time::timeout(LOGOUT, session.logout()).await;
+/// `command`, within `limit`: past it, an I/O error (timed out), which the loop takes for a
+/// lost connection and drops.
+pub(crate) async fn timed<T>(
+    limit: Duration,
+    what: &str,
+    command: impl Future<Output = Result<T, ImapError>>,
+) -> Result<T, ImapError> {
+    match tokio::time::timeout(limit, command).await {
+        Ok(done) => done,
+        Err(_) => Err(ImapError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the IMAP server did not answer {what} within {limit:?}"),
+        ))),
+    }
+}
+
+/// `ConnectionLost` when the connection under `s` ended: what the last command returned was
+/// not the server's answer (see [`conn::closed`]).
+fn alive(s: &ImapSession) -> Result<(), ImapError> {
+    if conn::closed(s) { Err(ImapError::ConnectionLost) } else { Ok(()) }
+}
+
+/// How long leaving IDLE and `LOGOUT` may each take when the provider stops: half of the
+/// provider's stop timeout, so both fit in it.
+fn farewell(inner: &Inner) -> Duration {
+    inner.settings.stop_timeout / 2
+}
+
+/// Logs out within `limit`; past it the connection is dropped.
+async fn logout(mut session: ImapSession, limit: Duration) {
+    let _ = tokio::time::timeout(limit, session.logout()).await;
 }
 
 /// Whether the server reported new mail (`EXISTS`, `RECENT`) in the responses to earlier
@@ -136,13 +172,14 @@ pub(crate) async fn run(
         };
         match this.serve(s, &mut stop, &mut down_since, &mut backoff).await {
             Served::Stopped(s) => {
-                logout(s).await;
+                logout(s, farewell(&this.inner)).await;
                 return;
             }
             Served::Lost(e) => {
                 tracing::warn!(target: "botmesh", provider = this.inner.id, error = %e, "IMAP connection lost; reconnecting");
-                // Measured from the last time the mailbox was selected: a session that logs in
-                // but cannot select (a mailbox that is gone) counts as down too.
+                // Measured from the last time a session searched the mailbox: one that logs in
+                // but cannot select (a mailbox that is gone), or is dropped right after its
+                // SELECT, counts as down too.
                 let since = *down_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= this.config.down_after {
                     this.inner.set_status(TransportStatus::Closed);
@@ -174,13 +211,14 @@ impl Loop {
                 }
             };
         }
-        let mailbox = imap!(s.select(&self.config.mailbox).await);
+        let limit = self.config.command_timeout;
+        let mailbox = imap!(timed(limit, "SELECT", s.select(&self.config.mailbox)).await);
+        imap!(alive(&s));
         let validity = mailbox.uid_validity.unwrap_or(0);
         let uid_next = mailbox.uid_next.unwrap_or(1);
-        let idle = imap!(s.capabilities().await).has_str("IDLE");
-        *down_since = None;
-        *backoff = Duration::from_millis(100);
-        self.inner.set_status(TransportStatus::Open);
+        let idle = imap!(timed(limit, "CAPABILITY", s.capabilities()).await).has_str("IDLE");
+        imap!(alive(&s));
+        let mut serving = false;
         let mut start = self.start_at(validity, uid_next).await;
         loop {
             if is_stopped(stop) {
@@ -194,7 +232,15 @@ impl Loop {
                 Start::Unseen => uid_next.saturating_sub(1),
                 Start::After(uid) => uid,
             };
-            let found = imap!(s.uid_search(&query).await);
+            let found = imap!(timed(limit, "SEARCH", s.uid_search(&query)).await);
+            imap!(alive(&s));
+            if !serving {
+                // The session works: selected, and answered a search.
+                serving = true;
+                *down_since = None;
+                *backoff = Duration::from_millis(100);
+                self.inner.set_status(TransportStatus::Open);
+            }
             let mut uids: Vec<u32> = found
                 .into_iter()
                 .filter(|u| *u > floor || matches!(start, Start::Unseen))
@@ -232,7 +278,8 @@ impl Loop {
                     () = tokio::time::sleep(self.config.poll_interval) => {}
                     () = stopped(stop) => {}
                 }
-                imap!(s.noop().await);
+                imap!(timed(limit, "NOOP", s.noop()).await);
+                imap!(alive(&s));
             }
         }
     }
@@ -292,10 +339,31 @@ impl Loop {
         stop: &mut watch::Receiver<bool>,
     ) -> Result<bool, ImapError> {
         let uid = at.uid;
-        let fetched: Vec<_> =
-            s.uid_fetch(uid.to_string(), "BODY.PEEK[]").await?.try_collect().await?;
-        let Some(raw) = fetched.iter().find_map(|f| f.body()).map(<[u8]>::to_vec) else {
+        let limit = self.config.command_timeout;
+        let sized: Vec<_> = timed(limit, "FETCH", async {
+            s.uid_fetch(uid.to_string(), "RFC822.SIZE").await?.try_collect().await
+        })
+        .await?;
+        alive(s)?;
+        let Some(size) = sized.iter().find_map(|f| f.size) else {
             // Expunged since the search: nothing to hand over.
+            if record {
+                self.record(at).await;
+            }
+            return Ok(true);
+        };
+        if size > self.config.max_mail_bytes {
+            let reason =
+                format!("{size} bytes, over the limit of {} bytes", self.config.max_mail_bytes);
+            self.set_aside(s, at, record, "too large", &reason).await?;
+            return Ok(true);
+        }
+        let fetched: Vec<_> = timed(limit, "FETCH", async {
+            s.uid_fetch(uid.to_string(), "BODY.PEEK[]").await?.try_collect().await
+        })
+        .await?;
+        alive(s)?;
+        let Some(raw) = fetched.iter().find_map(|f| f.body()).map(<[u8]>::to_vec) else {
             if record {
                 self.record(at).await;
             }
@@ -305,25 +373,15 @@ impl Loop {
         let parsed = match parse(&inner.id, &raw, inner.settings.threading) {
             Ok(parsed) => parsed,
             Err(reason) => {
-                let folder = &self.config.quarantine;
-                let kept = match folder {
-                    Some(folder) => match s.uid_mv(uid.to_string(), folder).await {
-                        Ok(()) => format!("moved to {folder}"),
-                        Err(e) => format!("left unseen (moving it to {folder} failed: {e})"),
-                    },
-                    None => "left unseen".to_owned(),
-                };
-                inner.reject(format!(
-                    "mail {uid} of {} is malformed ({reason}); {kept} for a person to inspect",
-                    self.config.mailbox
-                ));
-                if record {
-                    self.record(at).await;
-                }
+                self.set_aside(s, at, record, "malformed", &reason).await?;
                 return Ok(true);
             }
         };
-        if let Err(e) = inner.archive.keep(parsed.inbound.chat.as_str(), &parsed.kept).await {
+        if let Err(e) = inner
+            .archive
+            .keep(parsed.inbound.id.as_str(), parsed.inbound.chat.as_str(), &parsed.kept)
+            .await
+        {
             tracing::warn!(target: "botmesh", provider = inner.id, error = %e, "keeping a mail for threading failed");
         }
         let mut wait = Duration::from_millis(50);
@@ -351,12 +409,47 @@ impl Loop {
             }
             wait = (wait * 2).min(Duration::from_secs(5));
         }
-        let _: Vec<_> =
-            s.uid_store(uid.to_string(), "+FLAGS.SILENT (\\Seen)").await?.try_collect().await?;
+        let _: Vec<_> = timed(limit, "STORE", async {
+            s.uid_store(uid.to_string(), "+FLAGS.SILENT (\\Seen)").await?.try_collect().await
+        })
+        .await?;
+        alive(s)?;
         if record {
             self.record(at).await;
         }
         Ok(true)
+    }
+
+    /// Reports mail `at.uid` as `what` (for `reason`) and leaves it for a person: unseen in
+    /// place, or moved to the quarantine folder; records `at` when `record`.
+    async fn set_aside(
+        &mut self,
+        s: &mut ImapSession,
+        at: Position,
+        record: bool,
+        what: &str,
+        reason: &str,
+    ) -> Result<(), ImapError> {
+        let kept = match &self.config.quarantine {
+            Some(folder) => {
+                let moving = s.uid_mv(at.uid.to_string(), folder);
+                match timed(self.config.command_timeout, "MOVE", moving).await.and(alive(s)) {
+                    Ok(()) => format!("moved to {folder}"),
+                    // The connection is gone: the next session reports the mail again.
+                    Err(e @ (ImapError::Io(_) | ImapError::ConnectionLost)) => return Err(e),
+                    Err(e) => format!("left unseen (moving it to {folder} failed: {e})"),
+                }
+            }
+            None => "left unseen".to_owned(),
+        };
+        self.inner.reject(format!(
+            "mail {} of {} is {what} ({reason}); {kept} for a person to inspect",
+            at.uid, self.config.mailbox
+        ));
+        if record {
+            self.record(at).await;
+        }
+        Ok(())
     }
 
     /// Waits in IDLE until the mailbox changes, the IDLE is due for renewal, or the provider
@@ -369,8 +462,9 @@ impl Loop {
         // What the server reports while the IDLE command is being answered is queued with the
         // session's unsolicited responses, not returned by the wait: watch the queue too.
         let unsolicited = s.unsolicited_responses.clone();
+        let limit = self.config.command_timeout;
         let mut handle = s.idle();
-        handle.init().await?;
+        timed(limit, "IDLE", handle.init()).await?;
         {
             // Dropping `_interrupt` would end the wait: it lives until the select is done.
             let (wait, _interrupt) = handle.wait_with_timeout(self.config.idle_timeout);
@@ -380,6 +474,8 @@ impl Loop {
                 () = stopped(stop) => {}
             }
         }
-        handle.done().await
+        // Leaving IDLE is where a server that stopped answering during it is noticed.
+        let limit = if is_stopped(stop) { limit.min(farewell(&self.inner)) } else { limit };
+        timed(limit, "DONE", handle.done()).await
     }
 }

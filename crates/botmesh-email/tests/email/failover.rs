@@ -29,10 +29,12 @@ fn echo(bot: botmesh_core::BotBuilder, counts: &Counts) -> botmesh_core::BotBuil
     })
 }
 
-/// Delivers mails `range` from ten correspondents, in a thread (as a mail server would).
+/// Delivers mails `range` from ten correspondents, in a thread (as a mail server would),
+/// `pause` apart.
 fn deliver(
     server: &Arc<DovecotServer>,
     range: std::ops::Range<usize>,
+    pause: Duration,
 ) -> tokio::task::JoinHandle<()> {
     let server = Arc::clone(server);
     tokio::task::spawn_blocking(move || {
@@ -40,6 +42,8 @@ fn deliver(
             let from = format!("user{}@example.org", i % 10);
             let raw = mail(&from, &format!("m{i}@example.org"), "Hello", &format!("mail {i}"), &[]);
             server.deliver(&raw).unwrap();
+            #[allow(clippy::disallowed_methods, reason = "a blocking thread of its own")]
+            std::thread::sleep(pause);
         }
     })
 }
@@ -69,15 +73,17 @@ async fn three_replicas_read_one_mailbox_one_session_at_a_time_and_a_standby_res
         replicas.iter().position(|(_, b)| b.runs_transport("email"))
     };
     until("a replica reads the mailbox", || leader(&replicas).is_some()).await;
-    deliver(&server, 0..100).await.unwrap();
+    deliver(&server, 0..100, Duration::ZERO).await.unwrap();
     until("the first 100 mails are handled", || counts.lock().unwrap().len() >= 100).await;
     // Everything is handled: the leader waits in IDLE now.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let old = leader(&replicas).unwrap();
     let t0 = Instant::now();
     replicas[old].0.crash();
-    // Delivered while the leader is dead and while the standby takes over.
-    let second = deliver(&server, 100..200);
+    // Delivered while the leader is dead, while the standby takes over and after: one every
+    // 30 ms (about 5 s in all), so that a hundred `dovecot-lda` processes at once do not
+    // compete with the takeover being timed.
+    let second = deliver(&server, 100..200, Duration::from_millis(30));
     let deadline = Instant::now() + WITHIN;
     while !replicas.iter().enumerate().any(|(i, (_, b))| i != old && b.runs_transport("email")) {
         assert!(Instant::now() < deadline, "no standby took over");
@@ -85,10 +91,12 @@ async fn three_replicas_read_one_mailbox_one_session_at_a_time_and_a_standby_res
     }
     let took_over = t0.elapsed();
     eprintln!("a standby took the session over {took_over:?} after the crash");
-    // A standby campaigns every lease / 3 and wins once the dead leader's lease ran out; the
-    // slack covers logging in and selecting the mailbox on a loaded two-core machine.
+    // A standby campaigns every lease / 3 and wins once the dead leader's lease ran out: the
+    // bound is `lease + lease / 3` (2.67 s). The second of slack covers starting the provider
+    // (a login and a SELECT on Dovecot) and the scheduling delays of a two-core machine that
+    // runs other tests and these deliveries meanwhile.
     assert!(
-        took_over <= LEASE + LEASE / 3 + Duration::from_millis(500),
+        took_over <= LEASE + LEASE / 3 + Duration::from_secs(1),
         "took over after {took_over:?}"
     );
     second.await.unwrap();

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use botmesh_core::{
-    Ask, Bot, BotError, Flow, MemoryStore, MessageId, Provider, Step, Store, Trigger,
-};
+use botmesh_core::{Ask, Bot, BotError, Flow, MemoryStore, Provider, Step, Store, Trigger};
 use botmesh_email::EmailProvider;
 use botmesh_testing::email::DovecotServer;
 use botmesh_testing::email::SmtpSink;
@@ -92,7 +90,7 @@ async fn a_persistent_flow_runs_by_mail_threaded_and_survives_a_restart() {
     );
 
     // The whole mail and its whole text stay reachable.
-    let id = MessageId::new("q3@example.org");
+    let id = EmailProvider::message_id(ANA, "q3@example.org");
     let whole = provider.fetch_media(&EmailProvider::whole_mail(&id)).await.unwrap();
     assert!(String::from_utf8_lossy(&whole).contains("Message-ID: <q3@example.org>"));
     let text = provider.fetch_media(&EmailProvider::full_text(&id)).await.unwrap();

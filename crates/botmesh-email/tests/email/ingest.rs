@@ -100,7 +100,7 @@ async fn a_body_over_the_limit_is_413_and_a_malformed_mail_400_and_reported() {
 
 #[tokio::test]
 async fn threads_make_chats_of_their_own_and_attachments_stay_reachable() {
-    use botmesh_core::{Media, MessageId, Provider};
+    use botmesh_core::{Media, Provider};
     use botmesh_email::Threading;
     let sink = SmtpSink::start().await.unwrap();
     let provider = EmailProvider::ingest("s", smtp(&sink)).with_threading(Threading::Thread);
@@ -149,9 +149,41 @@ async fn threads_make_chats_of_their_own_and_attachments_stay_reachable() {
         .unwrap();
     assert_eq!(to_shoes.header("References").as_deref(), Some("<t1@x> <t3@x>"));
     assert_eq!(to_shoes.header("Subject").as_deref(), Some("Re: Shoes"));
-    let photo = Media::new("email:t2@x/attachment/0");
+    let hat = EmailProvider::message_id("dee@example.org", "<t2@x>");
+    let photo = Media::new(format!("email:{hat}/attachment/0"));
     assert_eq!(&provider.fetch_media(&photo).await.unwrap()[..], b"hat");
-    let whole = provider.fetch_media(&EmailProvider::whole_mail(&MessageId::new("t2@x"))).await;
+    let whole = provider.fetch_media(&EmailProvider::whole_mail(&hat)).await;
     assert!(String::from_utf8_lossy(&whole.unwrap()).contains("Subject: Hats"));
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_senders_with_the_same_message_id_are_both_handled_and_kept_apart() {
+    use botmesh_core::Provider;
+    let sink = SmtpSink::start().await.unwrap();
+    let provider = EmailProvider::ingest("s", smtp(&sink));
+    let router = provider.router();
+    let (bot, _) = echo(&provider).await;
+    let secret = [(SECRET_HEADER, "s")];
+    let ana = mail("ana@example.org", "same@x", "Shoes", "about shoes", &[]);
+    assert_eq!(post(&router, &secret, ana).await, 200);
+    assert_eq!(wait_texts(&sink, "ana@example.org", 1).await, ["echo about shoes"]);
+    // A stranger reuses Ana's Message-ID: not a duplicate, and Ana's kept mail stays hers.
+    let eve = mail("eve@example.org", "same@x", "Hats", "about hats", &[]);
+    assert_eq!(post(&router, &secret, eve).await, 200);
+    assert_eq!(wait_texts(&sink, "eve@example.org", 1).await, ["echo about hats"]);
+    let to_eve = &sink.mails_to("eve@example.org")[0];
+    assert_eq!(to_eve.header("Subject").as_deref(), Some("Re: Hats"));
+    // Ana answers the bot: her reply is threaded under her own first mail.
+    let first_reply = sink.mails_to("ana@example.org")[0].header("Message-ID").unwrap();
+    let bot_id = first_reply.trim_matches(['<', '>']).to_owned();
+    let again = mail("ana@example.org", "a2@x", "Re: Shoes", "size 40", &["same@x", &bot_id]);
+    assert_eq!(post(&router, &secret, again).await, 200);
+    wait_texts(&sink, "ana@example.org", 2).await;
+    let second = &sink.mails_to("ana@example.org")[1];
+    assert_eq!(second.header("Subject").as_deref(), Some("Re: Shoes"));
+    let whole = EmailProvider::whole_mail(&EmailProvider::message_id("ana@example.org", "same@x"));
+    let whole = String::from_utf8(provider.fetch_media(&whole).await.unwrap().to_vec()).unwrap();
+    assert!(whole.contains("about shoes") && !whole.contains("about hats"), "{whole}");
     bot.stop().await.unwrap();
 }

@@ -120,3 +120,24 @@ async fn a_uidvalidity_change_is_reported_and_only_the_unacknowledged_mails_are_
     assert_eq!(sink.texts_to("bo@example.org").len(), 5, "no old mail handled again");
     bot.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mail_over_the_size_limit_is_reported_and_left_unseen_without_being_downloaded() {
+    let server = DovecotServer::start().unwrap();
+    let sink = SmtpSink::start().await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let provider = EmailProvider::imap(imap(&server).max_mail_bytes(2000), smtp(&sink));
+    let (bot, errors) = echo_bot(provider, &store);
+    bot.start().await.unwrap();
+    let big = "x".repeat(5000);
+    server.deliver(&mail("ze@example.org", "big@x", "Hi", &big, &[])).unwrap();
+    server.deliver(&mail("ze@example.org", "small@x", "Hi", "small", &[])).unwrap();
+    assert_eq!(wait_texts(&sink, "ze@example.org", 1).await, ["echo small"]);
+    until("the large mail is reported", || mentions(&errors, "too large") == 1).await;
+    let flags = server.flags("INBOX").unwrap();
+    assert!(!flags[0].1.contains("\\Seen"), "the large mail is left unseen: {flags:?}");
+    assert!(flags[1].1.contains("\\Seen"), "the small one is acknowledged: {flags:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sink.texts_to("ze@example.org").len(), 1, "the large mail never reached the bot");
+    bot.stop().await.unwrap();
+}

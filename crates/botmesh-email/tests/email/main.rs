@@ -15,4 +15,5 @@ mod flow;
 mod ingest;
 mod mailbox;
 mod sending;
+mod stall;
 mod support;
