@@ -35,8 +35,9 @@
 //! them against a stand-in of the phone network (`botmesh-testing`, feature `whatsapp-web`).
 //!
 //! Inbound messages are acknowledged to WhatsApp only once the bot took them
-//! (`Intake::accept`); a message the bot could not take is delivered again by WhatsApp at the
-//! session's next connection. Logged out, replaced by another client, or reconnecting given
+//! (`Intake::accept`); a message the bot cannot take yet is offered again until it can, the
+//! session waiting meanwhile, and one left unacknowledged at stop is delivered again by
+//! WhatsApp to the next opener. Logged out, replaced by another client, or reconnecting given
 //! up, the transport is closed: a leader whose transport stays closed for the runtime's
 //! `provider_down` steps down so a standby connects. A logged-out session is reported with an
 //! error event that tells the operator to pair again.

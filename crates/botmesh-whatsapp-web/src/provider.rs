@@ -23,6 +23,9 @@ use crate::store_lock::StoreLock;
 /// How long the lock of a session kept in the store outlives a holder that stopped renewing it.
 const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(15);
 
+/// How long an opener waits for a session directory's lock file that another opener holds.
+const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(15);
+
 /// One WhatsApp number on a linked-device session, as a botmesh provider.
 ///
 /// The session is exclusive: WhatsApp lets one client hold a linked device's session, so with
@@ -70,12 +73,14 @@ impl WhatsAppWebProvider {
     /// A session kept as `session` says (a directory, or [`Session::Store`]), opened through
     /// `connector`: the seam's real implementation, or a stand-in in tests. Defaults: id
     /// `whatsapp-web`, pairing by QR code printed to the terminal, five seconds of intake
-    /// patience, a 15 s lock in the store.
+    /// patience before a warning, a 15 s lock in the store, 15 s of waiting for a session
+    /// directory's lock.
     pub fn with_connector(session: impl Into<Session>, connector: impl WaConnector) -> Self {
         let settings = Settings {
             id: "whatsapp-web".to_owned(),
             session: session.into(),
             lock_ttl: DEFAULT_LOCK_TTL,
+            lock_wait: DEFAULT_LOCK_WAIT,
             pairing: WaPairing::Qr,
             connector: Arc::new(connector),
             listeners: Listeners::default(),
@@ -121,8 +126,10 @@ impl WhatsAppWebProvider {
         self.rebuild(|s| s.listeners.events.push(Arc::new(handler)))
     }
 
-    /// How long a message the bot cannot take now is offered again before its batch is left
-    /// to WhatsApp, which delivers it again at the session's next connection (5 s by default).
+    /// How long a message the bot cannot take now is offered again before a warning is logged
+    /// (5 s by default). It is offered until the bot takes it, the session waiting meanwhile,
+    /// or until the provider stops: then it is not acknowledged, and WhatsApp delivers it
+    /// again to the replica that opens the session next.
     #[must_use]
     pub fn with_intake_patience(self, patience: Duration) -> Self {
         self.rebuild(|s| s.patience = patience)
@@ -135,6 +142,15 @@ impl WhatsAppWebProvider {
     #[must_use]
     pub fn with_session_lock_ttl(self, ttl: Duration) -> Self {
         self.rebuild(|s| s.lock_ttl = ttl)
+    }
+
+    /// How long `start` waits for a session directory's lock held by another opener (the old
+    /// leader still stopping) before it gives up (15 s by default; about the lease). The
+    /// runtime starts the session once per election, so a standby that gave up waits for the
+    /// step-down rule to try again.
+    #[must_use]
+    pub fn with_session_lock_wait(self, wait: Duration) -> Self {
+        self.rebuild(|s| s.lock_wait = wait)
     }
 
     /// Where the session is kept.
@@ -183,9 +199,18 @@ impl Provider for WhatsAppWebProvider {
                 return Err(e.into_contract(&inner.id, None));
             }
         };
+        *lock(&inner.client) = Some(Arc::clone(&session.client));
+        // The lock may have been lost while the session opened (the store stalled): the
+        // session is closed again. A loss from here on closes the client set above.
+        if inner.is_lost() || !session_lock.guard().is_held() {
+            lock(&inner.client).take();
+            session.client.close().await;
+            session_lock.release().await;
+            let key = crate::store_lock::lock_key(&store_prefix(&inner.id));
+            return Err(crate::Error::SessionLocked { key }.into_contract(&inner.id, None));
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         *lock(&inner.events) = Some(tx);
-        *lock(&inner.client) = Some(Arc::clone(&session.client));
         let pump = tokio::spawn(pump::run(Arc::clone(inner), session.events, intake));
         *open = Some(Open { client: session.client, lock: session_lock, pump });
         let stream = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -238,12 +263,16 @@ async fn hold(
     inner: &Arc<Inner>,
     store: Option<&Arc<dyn botmesh_traits::Store>>,
 ) -> crate::Result<Held> {
+    inner.set_lost(false);
     match &inner.settings.session {
-        Session::Dir(dir) => SessionLock::acquire(dir).map(Held::dir),
+        Session::Dir(dir) => {
+            SessionLock::acquire_within(dir, inner.settings.lock_wait).await.map(Held::dir)
+        }
         Session::Store => {
             let weak = Arc::downgrade(inner);
             let lost = move || {
                 let Some(inner) = weak.upgrade() else { return };
+                inner.set_lost(true);
                 inner.set_status(TransportStatus::Closed);
                 // Another replica may hold the session now: this one disconnects at once.
                 // Its events end; `stop` (the runtime's step-down) releases the rest.
@@ -258,13 +287,14 @@ async fn hold(
     }
 }
 
-/// Closes an open session: the client first (its events end), then the lock.
+/// Closes an open session: the pump first, then the client, then the lock.
 async fn close(inner: &Inner, open: Open) {
     lock(&inner.client).take();
-    open.client.close().await;
-    // The pump ends with the events; one still handing a message to the bot is stopped:
-    // its batch was not acknowledged, so WhatsApp delivers it again to the next opener.
+    // A pump still handing a message to the bot is stopped first, so that the client's
+    // shutdown does not wait for it: its batch was not acknowledged, so WhatsApp delivers it
+    // again to the next opener.
     open.pump.abort();
     let _ = open.pump.await;
+    open.client.close().await;
     open.lock.release().await;
 }

@@ -2,10 +2,19 @@
 //! acknowledged to WhatsApp only once the bot took every message of it.
 //!
 //! A message the bot cannot take now (its journal is down, this replica's leases lapsed) is
-//! offered again for a while (the provider's intake patience); if the bot still cannot take
-//! it, the batch is refused and WhatsApp delivers it again when the session next connects, to
-//! this replica or the one that takes over. What the bot can never take (too large, not a
-//! message) is reported and acknowledged, so WhatsApp stops delivering it.
+//! offered again, with a growing pause, until the bot takes it: the session waits meanwhile
+//! (whatsapp-rust holds the batch's acknowledgement, and the batches after it), so messages
+//! reach the bot in the order they came, and none is left for a redelivery that whatsapp-rust
+//! would make only at the session's next connection, behind newer ones. After the provider's
+//! intake patience a warning is logged. The wait ends when the provider stops (the runtime's
+//! step-down): the batch stays unacknowledged, and WhatsApp delivers it again to the replica
+//! that opens the session next; or when the session's lock in the store was lost (refused, for
+//! the same redelivery). What the bot can never take (too large, not a message) is reported and
+//! acknowledged, so WhatsApp stops delivering it.
+//!
+//! Batches whatsapp-rust acknowledges by itself (newsletter messages, messages recovered from
+//! placeholders: see `rust/events.rs`) are offered the same way; their acknowledgement does
+//! not wait for the bot, so a stop while one waits loses it.
 //!
 //! Logged out, replaced by another client, or reconnecting given up: the transport is closed,
 //! and a leader whose transport stays closed steps down (the runtime's `provider_down` rule),
@@ -35,7 +44,7 @@ pub(crate) async fn run(inner: Arc<Inner>, mut events: WaEvents, intake: Intake)
         match event {
             WaEvent::Connected => {
                 inner.notify(&WhatsAppEvent::Connected);
-                inner.set_status(TransportStatus::Open);
+                inner.connected();
             }
             WaEvent::Qr { code, .. } => inner.notify(&WhatsAppEvent::Qr { code }),
             WaEvent::PairCode { code } => inner.notify(&WhatsAppEvent::PairCode { code }),
@@ -74,9 +83,9 @@ pub(crate) async fn run(inner: Arc<Inner>, mut events: WaEvents, intake: Intake)
     inner.set_status(TransportStatus::Closed);
 }
 
-/// Hands a batch to the bot in order. `false` when a message could not be taken: the batch is
-/// then left for WhatsApp to deliver again, whole (what was taken of it is dropped by the
-/// bot's dedupe then).
+/// Hands a batch to the bot in order. `false` when the session's lock was lost before the bot
+/// took every message: the batch is then left for WhatsApp to deliver again, whole (what was
+/// taken of it is dropped by the bot's dedupe then).
 async fn take_batch(inner: &Inner, intake: &Intake, messages: &[WaIncoming]) -> bool {
     for m in messages {
         match map(&inner.id, m) {
@@ -92,15 +101,19 @@ async fn take_batch(inner: &Inner, intake: &Intake, messages: &[WaIncoming]) -> 
     true
 }
 
-/// Offers one message to the bot until it takes it or the patience runs out. `true` when it
-/// was taken, or can never be (reported, and acknowledged so WhatsApp stops).
+/// Offers one message to the bot until it takes it. `true` when it was taken, or can never be
+/// (reported, and acknowledged so WhatsApp stops); `false` only when the session's lock was
+/// lost meanwhile. A stop ends the wait by stopping the pump.
 async fn hand_over(inner: &Inner, intake: &Intake, inbound: Inbound) -> bool {
-    let patience = inner.settings.patience;
-    let until = tokio::time::Instant::now() + patience;
+    let warn_at = tokio::time::Instant::now() + inner.settings.patience;
+    let mut warned = false;
     let mut backoff = Duration::from_millis(50);
     loop {
         let verdict = intake.accept(inbound.clone()).await;
         if verdict.is_taken() {
+            if warned {
+                tracing::info!(target: "botmesh", provider = inner.id, message = %inbound.id, "the bot took the message it could not take before");
+            }
             return true;
         }
         if verdict.status() != 503 {
@@ -108,12 +121,15 @@ async fn hand_over(inner: &Inner, intake: &Intake, inbound: Inbound) -> bool {
             inner.report(ProviderEvent::Rejected { reason });
             return true;
         }
-        let now = tokio::time::Instant::now();
-        if now >= until {
-            tracing::warn!(target: "botmesh", provider = inner.id, message = %inbound.id, "the bot could not take a message; WhatsApp delivers it again at the next connection");
+        if inner.is_lost() {
+            tracing::warn!(target: "botmesh", provider = inner.id, message = %inbound.id, "the session's lock was lost before the bot took a message; WhatsApp delivers it again");
             return false;
         }
-        tokio::time::sleep(backoff.min(until - now)).await;
+        if !warned && tokio::time::Instant::now() >= warn_at {
+            warned = true;
+            tracing::warn!(target: "botmesh", provider = inner.id, message = %inbound.id, "the bot cannot take a message now; it is offered again until it can, and the session waits");
+        }
+        tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }

@@ -3,16 +3,24 @@
 //!
 //! Only the replica elected for the provider opens the session. Should two ever try at once
 //! (a stalled leader waking up after a standby took over, two bots pointed at one directory),
-//! the lock file in the directory refuses the second: an exclusive, non-blocking file lock
-//! (`flock` on Unix) held from `start` until `stop`, released by the system if the process dies.
+//! the lock file in the directory refuses the second: an exclusive file lock (`flock` on
+//! Unix) held from `start` until `stop`, released by the system if the process dies.
+//!
+//! The runtime starts the session once per election, so an opener that finds the lock held
+//! (the old leader still stopping) tries again for a while (the provider's session lock
+//! wait) before it gives up.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::seam::SessionGuard;
 use crate::store_lock::StoreLock;
+
+/// How often a held lock file is tried again.
+const RETRY: Duration = Duration::from_millis(100);
 
 /// The lock file's name in the session directory.
 pub const LOCK_FILE: &str = "session.lock";
@@ -46,6 +54,20 @@ impl SessionLock {
         // For an operator looking at the directory: who holds it. Not needed for the lock.
         let _ = file.set_len(0).and_then(|()| writeln!(file, "pid {}", std::process::id()));
         Ok(Self { file, dir: dir.to_owned() })
+    }
+
+    /// Takes the lock of the session in `dir`, trying again for up to `wait` while another
+    /// opener holds it.
+    pub(crate) async fn acquire_within(dir: &Path, wait: Duration) -> Result<Self> {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            match Self::acquire(dir) {
+                Err(Error::SessionInUse { .. }) if tokio::time::Instant::now() < until => {
+                    tokio::time::sleep(RETRY.min(wait / 4)).await;
+                }
+                done => return done,
+            }
+        }
     }
 
     /// Releases the lock.
@@ -121,6 +143,25 @@ mod tests {
         let again = SessionLock::acquire(&dir).unwrap();
         drop(again);
         assert!(!is_locked(&dir), "dropping the lock releases it");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_second_opener_waits_for_the_first_to_release_within_its_wait() {
+        let dir = std::env::temp_dir().join(format!("botmesh-wa-wait-{}", std::process::id()));
+        let first = SessionLock::acquire(&dir).unwrap();
+        let releaser = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            first.release();
+        });
+        let started = std::time::Instant::now();
+        let second = SessionLock::acquire_within(&dir, Duration::from_secs(30)).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(250), "it waited for the release");
+        releaser.await.unwrap();
+        // Held now: a third opener with a short wait is refused once the wait is over.
+        let third = SessionLock::acquire_within(&dir, Duration::from_millis(200)).await;
+        assert!(matches!(third, Err(Error::SessionInUse { .. })));
+        second.release();
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,5 +1,6 @@
 //! What a provider's clones share: its settings, and the session while it is open.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ pub(crate) struct Settings {
     pub(crate) session: Session,
     /// The time to live of the session's lock in the store.
     pub(crate) lock_ttl: Duration,
+    /// How long an opener waits for the lock file of a session directory held by another.
+    pub(crate) lock_wait: Duration,
     pub(crate) pairing: WaPairing,
     pub(crate) connector: Arc<dyn WaConnector>,
     pub(crate) listeners: Listeners,
@@ -45,6 +48,9 @@ pub(crate) struct Inner {
     pub(crate) client: Mutex<Option<Arc<dyn WaClient>>>,
     pub(crate) events: Mutex<Option<mpsc::UnboundedSender<ProviderEvent>>>,
     pub(crate) status: Mutex<TransportStatus>,
+    /// The session's lock was lost since `start`: the transport stays closed, whatever the
+    /// client still reports (a `Connected` queued before the loss).
+    lost: AtomicBool,
 }
 
 impl Inner {
@@ -56,6 +62,7 @@ impl Inner {
             client: Mutex::new(None),
             events: Mutex::new(None),
             status: Mutex::new(TransportStatus::Closed),
+            lost: AtomicBool::new(false),
         }
     }
 
@@ -69,6 +76,23 @@ impl Inner {
     /// Tells the operator.
     pub(crate) fn notify(&self, event: &WhatsAppEvent) {
         self.settings.listeners.emit(&self.id, event);
+    }
+
+    /// Whether the session's lock was lost since `start`.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Records that the session's lock was lost (`true`), or that a new `start` holds it.
+    pub(crate) fn set_lost(&self, lost: bool) {
+        self.lost.store(lost, Ordering::SeqCst);
+    }
+
+    /// The client connected: the transport is open, unless the session's lock was lost.
+    pub(crate) fn connected(&self) {
+        if !self.is_lost() {
+            self.set_status(TransportStatus::Open);
+        }
     }
 
     /// Records and reports the transport's status, when it changed.

@@ -6,9 +6,16 @@
 //! every third of its time to live while the session is open and releases it at `stop`; a
 //! process that dies leaves it to run out. The runtime starts the session once per election,
 //! so an opener that finds the lock held waits up to the lock's time to live for it (the lock
-//! of a replica that died runs out by then) before it gives up. An opener that cannot renew it before it runs out
-//! has lost the session: its [`SessionGuard`] is released (its writes to the session's rows
-//! are refused from then on) and its transport is closed, so the runtime steps it down.
+//! of a replica that died runs out by then) before it gives up.
+//!
+//! The holder counts its time from when a renewal (or the acquiring) was *sent*: the store
+//! keeps the lock at least `ttl` from then. Its [`SessionGuard`] holds until that moment plus
+//! `ttl` less a margin ([`margin`]), so a holder that stalled (a long pause, a store that does
+//! not answer) refuses its own writes before the lock can have run out in the store, whether
+//! or not its renewer ran; a renewal waits for the store no longer than that either. An opener
+//! that cannot renew in time has lost the session: its guard is released (its writes to the
+//! session's rows are refused from then on) and its transport is closed, so the runtime steps
+//! it down.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,9 +56,10 @@ impl StoreLock {
         let store = store.ok_or(Error::NoStore)?;
         let key = lock_key(prefix);
         let until = Instant::now() + ttl;
-        let lock = loop {
+        let (lock, sent) = loop {
+            let sent = Instant::now();
             match store.acquire_lock_fenced(&key, ttl).await {
-                Ok(Some(lock)) => break lock,
+                Ok(Some(lock)) => break (lock, sent),
                 Ok(None) if Instant::now() < until => {
                     tokio::time::sleep(RETRY.min(ttl / 4)).await;
                 }
@@ -61,12 +69,13 @@ impl StoreLock {
             }
         };
         let guard = SessionGuard::new();
+        guard.hold_until(deadline(sent, ttl));
         let renewer = tokio::spawn(renew(
             Arc::clone(store),
             key.clone(),
             lock.token.clone(),
             ttl,
-            guard.clone(),
+            (guard.clone(), sent),
             lost,
         ));
         Ok(Self { store: Arc::clone(store), key, lock, guard, renewer })
@@ -90,32 +99,52 @@ impl StoreLock {
     }
 }
 
+/// What is kept off the lock's time to live: for the store's clock running a little faster
+/// than this one, and for the time a write takes to reach the store once checked.
+pub(crate) fn margin(ttl: Duration) -> Duration {
+    ttl / 10
+}
+
+/// Until when a lock (re)taken by a request sent at `sent` is held, for this holder.
+fn deadline(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl.saturating_sub(margin(ttl))
+}
+
 /// Renews the lock every third of `ttl`. A renewal that fails is tried again until the lock
-/// would have run out; then, or when the store says another holds it, the lock is lost.
+/// would have run out; then, or when the store says another holds it, the lock is lost. No
+/// renewal waits for the store past the guard's deadline.
 async fn renew(
     store: Arc<dyn Store>,
     key: String,
     token: String,
     ttl: Duration,
-    guard: SessionGuard,
+    (guard, mut sent): (SessionGuard, Instant),
     lost: impl Fn() + Send + Sync + 'static,
 ) {
     let period = (ttl / 3).max(Duration::from_millis(10));
-    let mut renewed = Instant::now();
+    let mut wait = period;
     loop {
-        tokio::time::sleep(period).await;
-        match store.renew_lock(&key, &token, ttl).await {
-            Ok(true) => {
-                renewed = Instant::now();
+        tokio::time::sleep(wait).await;
+        let attempt = Instant::now();
+        let left = deadline(sent, ttl).saturating_duration_since(attempt);
+        match tokio::time::timeout(left, store.renew_lock(&key, &token, ttl)).await {
+            Ok(Ok(true)) => {
+                sent = attempt;
+                guard.hold_until(deadline(sent, ttl));
+                wait = period;
                 continue;
             }
-            Ok(false) => {}
-            Err(e) if renewed.elapsed() < ttl.saturating_sub(period) => {
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) if Instant::now() < deadline(sent, ttl) => {
                 tracing::warn!(target: "botmesh", key, error = %e, "renewing the session's lock failed; trying again");
+                wait = RETRY.min(period);
                 continue;
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 tracing::warn!(target: "botmesh", key, error = %e, "renewing the session's lock failed until it ran out");
+            }
+            Err(_) => {
+                tracing::warn!(target: "botmesh", key, "the store did not renew the session's lock before it ran out");
             }
         }
         tracing::error!(target: "botmesh", key, "the WhatsApp Web session's lock in the store was lost; closing the transport");
@@ -135,12 +164,15 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test]
+    // Paused time: the clock moves only when every task waits, so a loaded machine changes
+    // nothing. The memory store keeps time with tokio's clock.
+    #[tokio::test(start_paused = true)]
     async fn a_second_opener_is_refused_until_the_first_releases_and_a_lost_lock_is_reported() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let ttl = Duration::from_millis(300);
         let first = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await.unwrap();
         tokio::time::sleep(ttl * 2).await;
+        assert!(first.guard().is_held(), "renewed, so its deadline moved on");
         let t0 = Instant::now();
         let refused = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await;
         assert!(matches!(refused, Err(Error::SessionLocked { .. })), "renewed, still held");
@@ -164,7 +196,7 @@ mod tests {
         assert!(matches!(StoreLock::acquire(None, "p:", ttl, || {}).await, Err(Error::NoStore)));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_lock_of_a_replica_that_died_is_waited_for_until_it_runs_out() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let ttl = Duration::from_millis(600);
@@ -173,7 +205,23 @@ mod tests {
         let t0 = Instant::now();
         let lock = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await.unwrap();
         let waited = t0.elapsed();
-        assert!(waited >= ttl / 3 && waited < ttl, "taken once it ran out, after {waited:?}");
+        assert!(waited >= ttl / 2 && waited < ttl, "taken once it ran out, after {waited:?}");
         lock.release().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_holder_that_stalls_stops_holding_before_the_lock_runs_out_in_the_store() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let ttl = Duration::from_millis(900);
+        let lock = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await.unwrap();
+        let guard = lock.guard();
+        // Its renewer never runs again (a stalled process, a renewal that hangs).
+        lock.renewer.abort();
+        tokio::time::sleep(ttl - margin(ttl) - Duration::from_millis(1)).await;
+        assert!(guard.is_held(), "held until its deadline");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert!(!guard.is_held(), "past its deadline, its writes are refused");
+        let other = store.acquire_lock_fenced(&lock_key("p:"), ttl).await.unwrap();
+        assert!(other.is_none(), "while the store still keeps the lock for it");
     }
 }

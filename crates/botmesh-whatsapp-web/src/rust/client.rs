@@ -19,7 +19,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Hands each batch the library decrypted to the provider and answers the library with the
 /// provider's verdict: `Ok` acknowledges the batch to WhatsApp, `Err` leaves it for
-/// redelivery at the next connection.
+/// redelivery at the next connection (the provider refuses only once it lost the session; a
+/// stop drops the answer, which refuses too).
 pub(crate) struct Hook {
     tx: mpsc::UnboundedSender<WaEvent>,
 }
@@ -34,10 +35,11 @@ impl Hook {
 impl InboundDurabilityHook for Hook {
     async fn on_messages(
         &self,
-        _client: Arc<Client>,
+        client: Arc<Client>,
         batch: &[InboundMessage],
     ) -> whatsapp_rust::anyhow::Result<()> {
-        let messages = batch.iter().map(|m| convert::incoming(&m.message, &m.info)).collect();
+        let me = convert::Me::of(&client);
+        let messages = batch.iter().map(|m| convert::incoming(&m.message, &m.info, &me)).collect();
         let (ack, wait) = WaAck::new();
         if self.tx.send(WaEvent::Messages { messages, ack }).is_err() {
             whatsapp_rust::anyhow::bail!("the session is closing");

@@ -6,7 +6,7 @@
 //! reactions are built here; media messages are built from an upload ([`media_message`]).
 
 use whatsapp_rust::download::DownloadParams;
-use whatsapp_rust::prelude::{MessageExt, MessageField, MessageInfo, wa};
+use whatsapp_rust::prelude::{Client, Jid, MessageExt, MessageField, MessageInfo, wa};
 use whatsapp_rust::upload::UploadResponse;
 use whatsapp_rust::wacore::download::MediaType;
 
@@ -97,14 +97,64 @@ fn media(f: &Fields<'_>, mime: Option<&String>, name: Option<&String>) -> WaMedi
     m
 }
 
-fn key(k: &wa::MessageKey, chat: &str) -> WaKey {
-    let mut key = WaKey::new(
-        k.remote_jid.clone().unwrap_or_else(|| chat.to_owned()),
-        k.id.clone().unwrap_or_default(),
-    );
-    key.participant.clone_from(&k.participant);
-    key.from_me = k.from_me.unwrap_or(false);
-    key
+/// The bot's own JIDs, by phone number and by LID, as the client knows them once paired.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Me {
+    pn: Option<Jid>,
+    lid: Option<Jid>,
+}
+
+impl Me {
+    /// The JIDs of the device `client` runs.
+    pub(crate) fn of(client: &Client) -> Self {
+        Self::new(client.pn(), client.lid())
+    }
+
+    /// The bot known by `pn` and `lid`.
+    pub(crate) fn new(pn: Option<Jid>, lid: Option<Jid>) -> Self {
+        Self { pn: pn.map(|j| j.to_non_ad()), lid: lid.map(|j| j.to_non_ad()) }
+    }
+
+    /// Whether `jid` (any of its devices) is the bot.
+    fn is(&self, jid: &Jid) -> bool {
+        let jid = jid.to_non_ad();
+        self.pn.as_ref() == Some(&jid) || self.lid.as_ref() == Some(&jid)
+    }
+}
+
+/// Where a message was received: what the keys inside it (edits, reactions, quotes) are read
+/// against. Those keys are written from the sender's side: `from_me` there means the sender.
+pub(crate) struct Origin<'a> {
+    /// The chat the message came in.
+    pub(crate) chat: &'a str,
+    /// Its sender.
+    pub(crate) sender: Option<&'a Jid>,
+    /// Whether the chat is a group.
+    pub(crate) group: bool,
+    /// The bot.
+    pub(crate) me: &'a Me,
+}
+
+impl Origin<'_> {
+    /// The key, as the bot names it, of the message `id` by `author` (`None`: not said).
+    fn referenced(&self, author: Option<Jid>, id: &str) -> WaKey {
+        let key = WaKey::new(self.chat, id);
+        match author {
+            Some(author) if self.me.is(&author) => key.mine(),
+            Some(author) if self.group => key.by(author.to_non_ad().to_string()),
+            _ => key,
+        }
+    }
+
+    /// The key of a protobuf key written by the sender.
+    fn key(&self, k: &wa::MessageKey) -> WaKey {
+        let author = if k.from_me.unwrap_or(false) {
+            self.sender.cloned()
+        } else {
+            k.participant.as_deref().or(k.remote_jid.as_deref()).and_then(|j| j.parse().ok())
+        };
+        self.referenced(author, k.id.as_deref().unwrap_or_default())
+    }
 }
 
 /// A contact card's name, phones and WhatsApp id, read from its vCard.
@@ -161,8 +211,8 @@ fn fields<'a>(
     }
 }
 
-/// What a message carries. `chat` names the chat of keys that do not say.
-pub(crate) fn body(message: &wa::Message, chat: &str) -> WaBody {
+/// What a message carries; the keys in it are read as received at `at`.
+pub(crate) fn body(message: &wa::Message, at: &Origin<'_>) -> WaBody {
     let m = message.get_base_message();
     if let Some(text) = m.conversation.as_deref() {
         return WaBody::Text(text.to_owned());
@@ -270,7 +320,7 @@ pub(crate) fn body(message: &wa::Message, chat: &str) -> WaBody {
         return WaBody::ButtonReply { id, title };
     }
     if let Some(x) = m.reaction_message.as_option() {
-        let to = x.key.as_option().map_or_else(|| WaKey::new(chat, ""), |k| key(k, chat));
+        let to = x.key.as_option().map_or_else(|| WaKey::new(at.chat, ""), |k| at.key(k));
         let emoji = x.text.clone().filter(|t| !t.is_empty());
         return WaBody::Reaction { to, emoji };
     }
@@ -278,7 +328,7 @@ pub(crate) fn body(message: &wa::Message, chat: &str) -> WaBody {
         && p.r#type == Some(wa::message::protocol_message::Type::MessageEdit)
         && let (Some(k), Some(edited)) = (p.key.as_option(), p.edited_message.as_option())
     {
-        return WaBody::Edit { of: key(k, chat), body: Box::new(body(edited, chat)) };
+        return WaBody::Edit { of: at.key(k), body: Box::new(body(edited, at)) };
     }
     let kind = if m.protocol_message.is_set() {
         "protocol"
@@ -289,20 +339,20 @@ pub(crate) fn body(message: &wa::Message, chat: &str) -> WaBody {
     } else {
         "message"
     };
-    WaBody::Other { kind: kind.to_owned(), raw: format!("{m:?}") }
+    // Only the kind: the message itself may hold keys (media keys, message secrets).
+    WaBody::Other { kind: kind.to_owned(), raw: kind.to_owned() }
 }
 
-/// A received message in the seam's model.
-pub(crate) fn incoming(message: &wa::Message, info: &MessageInfo) -> WaIncoming {
+/// A received message in the seam's model; `me` is the bot, for the keys in it.
+pub(crate) fn incoming(message: &wa::Message, info: &MessageInfo, me: &Me) -> WaIncoming {
     let chat = info.source.chat.to_string();
-    let sender = info.source.sender.to_string();
-    let body = body(message, &chat);
+    // One member on several devices is one author.
+    let sender = info.source.sender.to_non_ad().to_string();
+    let at =
+        Origin { chat: &chat, sender: Some(&info.source.sender), group: info.source.is_group, me };
+    let body = body(message, &at);
     let mut m = WaIncoming::new(chat.clone(), info.id.clone(), sender.clone(), body);
-    if !info.source.is_group {
-        m.key.participant = None;
-    } else {
-        m.key.participant = Some(sender);
-    }
+    m.key.participant = info.source.is_group.then_some(sender);
     m.key.from_me = info.source.is_from_me;
     if !info.push_name.is_empty() {
         m.push_name = Some(info.push_name.clone());
@@ -311,10 +361,9 @@ pub(crate) fn incoming(message: &wa::Message, info: &MessageInfo) -> WaIncoming 
     if let Some(ctx) = context(message)
         && let Some(id) = &ctx.stanza_id
     {
-        let quoted_chat = ctx.remote_jid.clone().unwrap_or_else(|| chat.clone());
-        let mut quoted = WaKey::new(quoted_chat, id.clone());
-        quoted.participant.clone_from(&ctx.participant);
-        m.quoted = Some(quoted);
+        // A quote names its author (in one-to-one chats too), never whether it was the bot.
+        let author = ctx.participant.as_deref().and_then(|j| j.parse().ok());
+        m.quoted = Some(at.referenced(author, id));
     }
     m
 }

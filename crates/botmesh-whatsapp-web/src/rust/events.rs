@@ -4,14 +4,16 @@
 //! hook (see `client.rs`), which waits for the bot before WhatsApp is acknowledged. What the
 //! library also dispatches as `Event::Messages` for hook-committed batches is ignored;
 //! batches the hook never saw (newsletters, recovered placeholders) are forwarded, their
-//! acknowledgement the library's own.
+//! acknowledgement the library's own: the provider offers them to the bot until it takes them
+//! like any other (see `pump.rs`), but one still waiting when the provider stops is lost, as
+//! WhatsApp was told it arrived. The guide says so.
 
 use whatsapp_rust::prelude::{Event, EventKind};
 use whatsapp_rust::wacore::types::presence::ReceiptType;
 
 use crate::seam::{WaAck, WaEvent, WaReceipt, WaReceiptKind};
 
-use super::convert::incoming;
+use super::convert::{Me, incoming};
 
 /// The kinds of events [`convert`] turns into the seam's.
 pub(crate) const KINDS: &[EventKind] = &[
@@ -29,8 +31,8 @@ pub(crate) const KINDS: &[EventKind] = &[
     EventKind::Messages,
 ];
 
-/// The seam's event for a library event, if the provider cares about it.
-pub(crate) fn convert(event: &Event) -> Option<WaEvent> {
+/// The seam's event for a library event, if the provider cares about it; `me` is the bot.
+pub(crate) fn convert(event: &Event, me: &Me) -> Option<WaEvent> {
     Some(match event {
         Event::Connected(_) => WaEvent::Connected,
         Event::PairingQrCode(qr) => WaEvent::Qr { code: qr.code.clone(), valid_for: qr.timeout },
@@ -61,7 +63,7 @@ pub(crate) fn convert(event: &Event) -> Option<WaEvent> {
             WaEvent::Receipt(receipt)
         }
         Event::Messages(batch) if !batch.hook_committed => {
-            let messages = batch.iter().map(|m| incoming(&m.message, &m.info)).collect();
+            let messages = batch.iter().map(|m| incoming(&m.message, &m.info, me)).collect();
             // The library acknowledged these on its own path; the answer changes nothing.
             let (ack, _ignored) = WaAck::new();
             WaEvent::Messages { messages, ack }

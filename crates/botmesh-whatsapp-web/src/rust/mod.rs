@@ -2,9 +2,11 @@
 //!
 //! [`WhatsAppRust`] opens a session with whatsapp-rust's `Bot`: the session's keys in SQLite
 //! (`whatsapp.db` in the session directory) or in the bot's store ([`StoreBackend`]), its
-//! WebSocket transport and HTTP client on rustls. Messages reach the provider through whatsapp-rust's inbound durability hook, which
-//! holds WhatsApp's acknowledgement until the provider answers: a message the bot did not
-//! take is left unacknowledged, and WhatsApp delivers it again at the next connection.
+//! WebSocket transport and HTTP client on rustls. Messages reach the provider through
+//! whatsapp-rust's inbound durability hook, which holds WhatsApp's acknowledgement until the
+//! provider answers: the provider answers once the bot took the batch (it waits for the bot
+//! meanwhile), and a batch left unanswered at stop is not acknowledged, so WhatsApp delivers it
+//! again at the next connection.
 //!
 //! `convert.rs` maps its message protobufs to the seam's model and back, `events.rs` its
 //! events, `client.rs` is the open session's client and the hook, `store/` the storage in the
@@ -21,7 +23,7 @@ use botmesh_traits::async_trait;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 use whatsapp_rust::pair_code::PairCodeOptions;
-use whatsapp_rust::prelude::{Bot, EventDelivery, SqliteStore};
+use whatsapp_rust::prelude::{Bot, Client, EventDelivery, SqliteStore};
 
 use crate::error::{Error, Result};
 use crate::seam::{Session, WaConnector, WaOpen, WaPairing, WaSession};
@@ -55,10 +57,10 @@ impl WaConnector for WhatsAppRust {
         let (tx, rx) = mpsc::unbounded_channel();
         let on_event = {
             let tx = tx.clone();
-            move |event: Arc<whatsapp_rust::prelude::Event>, _client| {
+            move |event: Arc<whatsapp_rust::prelude::Event>, client: Arc<Client>| {
                 let tx = tx.clone();
                 async move {
-                    if let Some(event) = events::convert(&event) {
+                    if let Some(event) = events::convert(&event, &convert::Me::of(&client)) {
                         let _ = tx.send(event);
                     }
                 }

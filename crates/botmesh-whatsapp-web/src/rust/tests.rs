@@ -12,11 +12,24 @@ use whatsapp_rust::wacore::types::events::{
     Connected, Disconnected, PairingCode, PairingQrCode, StreamReplaced,
 };
 
-use super::convert::{Uploaded, body, incoming, media_message, message, params};
+use super::convert::{Me, Uploaded, incoming, media_message, message, params};
 use super::events::convert;
 use crate::seam::{WaBody, WaEvent, WaKey, WaMediaKind, WaOutgoingBody};
 
 const ANA: &str = "34600000001@s.whatsapp.net";
+/// The bot, by phone number and by LID.
+const BOT: &str = "34600000009@s.whatsapp.net";
+const BOT_LID: &str = "99000000009@lid";
+const GROUP: &str = "120363@g.us";
+
+fn me() -> Me {
+    Me::new(Some("34600000009:7@s.whatsapp.net".parse().unwrap()), Some(BOT_LID.parse().unwrap()))
+}
+
+/// What `m` carries, received from Ana in her one-to-one chat with the bot.
+fn body(m: &wa::Message, _chat: &str) -> WaBody {
+    incoming(m, &info(ANA, ANA, "X"), &me()).body
+}
 
 fn info(chat: &str, sender: &str, id: &str) -> MessageInfo {
     let mut info = MessageInfo::default();
@@ -31,7 +44,7 @@ fn info(chat: &str, sender: &str, id: &str) -> MessageInfo {
 #[test]
 fn text_and_a_quoted_reply_become_the_seam_s_message() {
     let plain = wa::Message { conversation: Some("hi".into()), ..Default::default() };
-    let m = incoming(&plain, &info(ANA, ANA, "A1"));
+    let m = incoming(&plain, &info(ANA, ANA, "A1"), &me());
     assert_eq!(
         (m.key.chat.as_str(), m.key.id.as_str(), m.key.participant.as_deref()),
         (ANA, "A1", None)
@@ -49,9 +62,113 @@ fn text_and_a_quoted_reply_become_the_seam_s_message() {
         }),
         ..Default::default()
     };
-    let m = incoming(&reply, &info("120363@g.us", ANA, "A2"));
+    // Ana writes from her desktop (device 3): one author, whatever her device.
+    let m = incoming(&reply, &info(GROUP, "34600000001:3@s.whatsapp.net", "A2"), &me());
     assert_eq!(m.key.participant.as_deref(), Some(ANA), "a group message names its author");
-    assert_eq!(m.quoted, Some(WaKey::new("120363@g.us", "Q1").by(ANA)));
+    assert_eq!(m.sender, ANA);
+    assert_eq!(m.quoted, Some(WaKey::new(GROUP, "Q1").by(ANA)));
+}
+
+fn reply_to(participant: Option<&str>) -> wa::Message {
+    wa::Message {
+        extended_text_message: MessageField::some(wa::message::ExtendedTextMessage {
+            text: Some("yes".into()),
+            context_info: MessageField::some(wa::ContextInfo {
+                stanza_id: Some("Q1".into()),
+                participant: participant.map(str::to_owned),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_quote_of_the_bot_s_message_is_the_bot_s_key_in_the_chat_it_came_in() {
+    let quoted = |m: &wa::Message, chat: &str| {
+        let key = incoming(m, &info(chat, ANA, "A3"), &me()).quoted.unwrap();
+        crate::ids::message_id(&key)
+    };
+    // One-to-one: WhatsApp names the quoted author there too.
+    assert_eq!(quoted(&reply_to(Some(BOT)), ANA), format!("{ANA}/me/Q1"));
+    assert_eq!(quoted(&reply_to(Some(BOT_LID)), ANA), format!("{ANA}/me/Q1"), "by its LID");
+    assert_eq!(quoted(&reply_to(Some(ANA)), ANA), format!("{ANA}/Q1"), "Ana quotes herself");
+    assert_eq!(quoted(&reply_to(None), ANA), format!("{ANA}/Q1"));
+    // A group.
+    assert_eq!(quoted(&reply_to(Some(BOT)), GROUP), format!("{GROUP}/me/Q1"));
+    assert_eq!(
+        quoted(&reply_to(Some("34600000002:4@s.whatsapp.net")), GROUP),
+        format!("{GROUP}/34600000002@s.whatsapp.net/Q1")
+    );
+}
+
+fn reaction_to(key: wa::MessageKey) -> wa::Message {
+    wa::Message {
+        reaction_message: MessageField::some(wa::message::ReactionMessage {
+            key: MessageField::some(key),
+            text: Some("👍".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn edit_of(key: wa::MessageKey) -> wa::Message {
+    wa::Message {
+        protocol_message: MessageField::some(wa::message::ProtocolMessage {
+            key: MessageField::some(key),
+            r#type: Some(wa::message::protocol_message::Type::MessageEdit),
+            edited_message: MessageField::some(wa::Message {
+                conversation: Some("hello!".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn wa_key(remote: &str, from_me: bool, participant: Option<&str>) -> wa::MessageKey {
+    wa::MessageKey {
+        remote_jid: Some(remote.into()),
+        from_me: Some(from_me),
+        id: Some("B1".into()),
+        participant: participant.map(str::to_owned),
+    }
+}
+
+#[test]
+fn keys_in_edits_and_reactions_are_read_from_the_sender_s_side() {
+    let id = |m: &wa::Message, chat: &str, sender: &str| match incoming(
+        m,
+        &info(chat, sender, "A4"),
+        &me(),
+    )
+    .body
+    {
+        WaBody::Reaction { to, .. } | WaBody::Edit { of: to, .. } => crate::ids::message_id(&to),
+        other => panic!("{other:?}"),
+    };
+    // Ana edits her own message: her key says `from_me`, in the chat with the bot.
+    assert_eq!(id(&edit_of(wa_key(BOT, true, None)), ANA, ANA), format!("{ANA}/B1"));
+    // Ana reacts to the bot's message, and to her own.
+    assert_eq!(id(&reaction_to(wa_key(BOT, false, None)), ANA, ANA), format!("{ANA}/me/B1"));
+    assert_eq!(id(&reaction_to(wa_key(BOT_LID, false, None)), ANA, ANA), format!("{ANA}/me/B1"));
+    assert_eq!(id(&reaction_to(wa_key(BOT, true, None)), ANA, ANA), format!("{ANA}/B1"));
+    // In a group: to the bot's message, to another member's, to her own (from a second device).
+    let desk = "34600000001:3@s.whatsapp.net";
+    assert_eq!(
+        id(&reaction_to(wa_key(GROUP, false, Some(BOT))), GROUP, desk),
+        format!("{GROUP}/me/B1")
+    );
+    assert_eq!(
+        id(&reaction_to(wa_key(GROUP, false, Some("34600000002:1@s.whatsapp.net"))), GROUP, desk),
+        format!("{GROUP}/34600000002@s.whatsapp.net/B1")
+    );
+    assert_eq!(id(&edit_of(wa_key(GROUP, true, None)), GROUP, desk), format!("{GROUP}/{ANA}/B1"));
+    // The bot's own message, sent from its phone, reacting to itself.
+    assert_eq!(id(&reaction_to(wa_key(ANA, true, None)), ANA, BOT), format!("{ANA}/me/B1"));
 }
 
 #[test]
@@ -142,7 +259,7 @@ fn locations_contacts_reactions_and_edits_map_and_anything_else_is_other() {
     };
     assert_eq!(
         body(&reaction, ANA),
-        WaBody::Reaction { to: WaKey::new(ANA, "B1").mine(), emoji: None },
+        WaBody::Reaction { to: WaKey::new(ANA, "B1"), emoji: None },
         "an empty reaction takes it back"
     );
     let edit = wa::Message {
@@ -159,16 +276,25 @@ fn locations_contacts_reactions_and_edits_map_and_anything_else_is_other() {
     };
     assert_eq!(
         body(&edit, ANA),
-        WaBody::Edit {
-            of: WaKey::new(ANA, "B1").mine(),
-            body: Box::new(WaBody::Text("hello!".into()))
-        }
+        WaBody::Edit { of: WaKey::new(ANA, "B1"), body: Box::new(WaBody::Text("hello!".into())) }
     );
     let poll = wa::Message {
         poll_creation_message: MessageField::some(Default::default()),
         ..Default::default()
     };
-    assert!(matches!(body(&poll, ANA), WaBody::Other { kind, .. } if kind == "poll"));
+    assert!(
+        matches!(body(&poll, ANA), WaBody::Other { kind, raw } if kind == "poll" && raw == "poll")
+    );
+    // What is not understood is named, never dumped: it may hold keys.
+    let secret = wa::Message {
+        message_context_info: MessageField::some(wa::MessageContextInfo {
+            message_secret: Some(vec![0xab; 32]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let WaBody::Other { raw, .. } = body(&secret, ANA) else { panic!() };
+    assert!(raw.len() < 40 && !raw.contains("171") && !raw.contains("secret"), "{raw}");
 }
 
 #[test]
@@ -245,7 +371,7 @@ fn an_upload_becomes_the_media_message_of_its_kind() {
 
 #[test]
 fn the_library_s_events_become_the_seam_s() {
-    let c = |e: Event| convert(&e);
+    let c = |e: Event| convert(&e, &me());
     assert!(matches!(c(Event::Connected(Connected::builder().build())), Some(WaEvent::Connected)));
     let qr = PairingQrCode::builder().code("2@abc".into()).timeout(Duration::from_secs(20)).build();
     assert!(

@@ -2,8 +2,10 @@
 //! still holds the session.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::time::Instant;
 
 /// Where a linked device's session (its keys) is kept.
 ///
@@ -76,9 +78,17 @@ impl From<&String> for Session {
 /// Whether the opener of a session still holds it: held from the provider's `start` until
 /// its `stop`, or until the lock in the store was lost (a stalled leader whose lock ran out).
 /// A connector that keeps the session in the store refuses to write once it is not held, so
-/// a stale leader cannot overwrite the keys of the one that took over. Clones share it.
+/// a stale leader cannot overwrite the keys of the one that took over. A lock in the store
+/// also gives it a deadline (renewed with the lock): past it the session is not held, even
+/// before the renewer has noticed. Clones share it.
 #[derive(Debug, Clone)]
-pub struct SessionGuard(Arc<AtomicBool>);
+pub struct SessionGuard(Arc<GuardState>);
+
+#[derive(Debug)]
+struct GuardState {
+    held: AtomicBool,
+    deadline: Mutex<Option<Instant>>,
+}
 
 impl Default for SessionGuard {
     fn default() -> Self {
@@ -87,18 +97,28 @@ impl Default for SessionGuard {
 }
 
 impl SessionGuard {
-    /// A guard that is held.
+    /// A guard that is held, with no deadline.
     pub fn new() -> Self {
-        Self(Arc::new(AtomicBool::new(true)))
+        Self(Arc::new(GuardState { held: AtomicBool::new(true), deadline: Mutex::new(None) }))
     }
 
-    /// Whether the session is still held.
+    fn deadline(&self) -> MutexGuard<'_, Option<Instant>> {
+        // No code that can panic runs under this lock.
+        self.0.deadline.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the session is still held: not released, and its deadline not passed.
     pub fn is_held(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.held.load(Ordering::SeqCst) && self.deadline().is_none_or(|d| Instant::now() < d)
+    }
+
+    /// Holds the session until `deadline` at most (moved on by each renewal of its lock).
+    pub(crate) fn hold_until(&self, deadline: Instant) {
+        *self.deadline() = Some(deadline);
     }
 
     /// Marks the session as no longer held, for every clone.
     pub fn release(&self) {
-        self.0.store(false, Ordering::SeqCst);
+        self.0.held.store(false, Ordering::SeqCst);
     }
 }

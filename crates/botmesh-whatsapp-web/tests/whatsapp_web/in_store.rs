@@ -10,6 +10,7 @@ use botmesh_core::{Bot, Durability, Intake, MemoryStore, Provider, Store, Transp
 use botmesh_testing::FaultyStore;
 use botmesh_testing::whatsapp_web::{PhoneNetwork, jid};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
+use botmesh_whatsapp_web::seam::{WaConnector, WaOpen, WaSession};
 use botmesh_whatsapp_web::{Session, WhatsAppEvent, WhatsAppWebProvider};
 use tokio::time::Instant;
 
@@ -106,7 +107,7 @@ async fn three_replicas_share_the_session_through_the_store_and_a_standby_takes_
     until("a standby opens the session", || network.sessions_opened() == 2).await;
     let took_over = t0.elapsed();
     assert!(
-        took_over <= LEASE + LEASE / 3 + Duration::from_millis(300),
+        took_over <= LEASE + LEASE / 3 + TAKEOVER_SLACK,
         "a standby opened the session after {took_over:?}"
     );
     let texts = wait_texts(&network, &jid("34600000001"), 2).await;
@@ -118,4 +119,40 @@ async fn three_replicas_share_the_session_through_the_store_and_a_standby_takes_
             bot.stop().await.unwrap();
         }
     }
+}
+
+/// Opens sessions on the network, slowly: the session is open only after `delay`, its
+/// `Connected` already queued.
+struct Slow {
+    network: PhoneNetwork,
+    delay: Duration,
+}
+
+#[botmesh_traits::async_trait]
+impl WaConnector for Slow {
+    async fn open(&self, open: WaOpen) -> botmesh_whatsapp_web::Result<WaSession> {
+        let session = self.network.connector().open(open).await?;
+        tokio::time::sleep(self.delay).await;
+        Ok(session)
+    }
+}
+
+#[tokio::test]
+async fn a_lock_lost_while_the_session_opened_closes_it_and_the_transport_never_opens() {
+    let network = PhoneNetwork::new();
+    let faulty = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
+    let store: Arc<dyn Store> = Arc::clone(&faulty) as _;
+    let ttl = Duration::from_millis(300);
+    let slow = Slow { network: network.clone(), delay: ttl * 2 };
+    let stale = WhatsAppWebProvider::with_connector(Session::Store, slow)
+        .with_session_lock_ttl(ttl)
+        .on_qr(|_| {});
+    // The lock runs out under it while it connects: its first renewal is refused.
+    faulty.refuse_lock_renewals(1);
+    let opened = stale.start(Intake::closed(ID).with_store(Arc::clone(&store))).await;
+    assert!(opened.is_err(), "it no longer holds the session: it does not keep it open");
+    until("the session it opened was closed", || network.store_openers(ID) == 0).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(stale.status(), TransportStatus::Closed, "its queued Connected changed nothing");
+    stale.stop().await.unwrap();
 }

@@ -61,7 +61,8 @@ async fn the_session_lock_refuses_a_second_opener_until_the_first_stops() {
     let network = PhoneNetwork::new();
     let dir = session_dir();
     let first = provider(&network, &dir, &Arc::default());
-    let second = provider(&network, &dir, &Arc::default());
+    let second = provider(&network, &dir, &Arc::default())
+        .with_session_lock_wait(Duration::from_millis(200));
     let _stream = first.start(Intake::closed("whatsapp-web")).await.unwrap();
     assert!(is_locked(&dir));
     let refused = second.start(Intake::closed("whatsapp-web")).await;
@@ -77,7 +78,30 @@ async fn the_session_lock_refuses_a_second_opener_until_the_first_stops() {
 }
 
 #[tokio::test]
-async fn a_message_the_bot_could_not_take_is_not_acknowledged_and_is_delivered_again() {
+async fn a_standby_that_finds_the_session_still_held_waits_for_it_and_opens_it() {
+    let network = PhoneNetwork::new();
+    let dir = session_dir();
+    let first = provider(&network, &dir, &Arc::default());
+    let second =
+        provider(&network, &dir, &Arc::default()).with_session_lock_wait(Duration::from_secs(30));
+    let _stream = first.start(Intake::closed("whatsapp-web")).await.unwrap();
+    // The old leader stops a little after the standby was elected.
+    let stopper = {
+        let first = first.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            first.stop().await.unwrap();
+        })
+    };
+    let _stream = second.start(Intake::closed("whatsapp-web")).await.expect("it waited");
+    stopper.await.unwrap();
+    assert_eq!(network.max_openers(&dir), 1, "never two at once");
+    assert_eq!(network.sessions_opened(), 2);
+    second.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_message_the_bot_cannot_take_yet_holds_the_session_and_is_handled_once_in_order() {
     let network = PhoneNetwork::new();
     let dir = session_dir();
     let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
@@ -93,14 +117,51 @@ async fn a_message_the_bot_could_not_take_is_not_acknowledged_and_is_delivered_a
     tokio::time::timeout(WITHIN, bot.ready()).await.unwrap();
     // The journal refuses every write for now: the intake answers Unavailable.
     store.fail_journal_appends(u32::MAX);
-    let id = network.user_says("34600000001", "hi");
-    until("the session refused the message", || network.refusals() == 1).await;
-    assert_eq!(network.pending(), 1, "not acknowledged: WhatsApp keeps it");
+    let first = network.user_says("34600000001", "hi");
+    let second = network.user_says("34600000001", "again");
+    // Well past the patience: the message is still being offered, the session waits.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(network.refusals(), 0, "not refused: no redelivery behind newer messages");
+    assert_eq!(network.pending(), 2, "not acknowledged: WhatsApp keeps both");
     assert!(network.acknowledged().is_empty());
     assert_eq!(handled.load(Ordering::SeqCst), 0);
     store.fail_journal_appends(0);
-    // WhatsApp delivers what was not acknowledged at the next connection.
-    network.reconnect();
+    let texts = wait_texts(&network, &jid("34600000001"), 2).await;
+    assert_eq!(texts, ["echo text hi", "echo text again"], "in the order they came");
+    until("both were acknowledged", || network.acknowledged() == [first.clone(), second.clone()])
+        .await;
+    assert_eq!(network.deliveries(), 2, "each delivered once");
+    bot.wait_idle().await;
+    assert_eq!(handled.load(Ordering::SeqCst), 2, "each handled once");
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_message_waiting_for_the_bot_at_stop_is_not_acknowledged_and_comes_again() {
+    let network = PhoneNetwork::new();
+    let dir = session_dir();
+    let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
+    let handled = Arc::new(AtomicUsize::new(0));
+    let provider =
+        provider(&network, &dir, &Arc::default()).with_intake_patience(Duration::from_millis(200));
+    let builder = Bot::builder()
+        .provider(provider)
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .durability(Durability::new());
+    let bot = echo(builder, &handled).build().unwrap();
+    bot.start().await.unwrap();
+    tokio::time::timeout(WITHIN, bot.ready()).await.unwrap();
+    store.fail_journal_appends(u32::MAX);
+    let id = network.user_says("34600000001", "hi");
+    until("the session delivered it", || network.deliveries() == 1).await;
+    // The replica steps down while the message waits for the bot.
+    bot.stop().await.unwrap();
+    until("the stop left its batch unacknowledged", || network.refusals() == 1).await;
+    assert_eq!(network.pending(), 1, "WhatsApp keeps it");
+    assert!(network.acknowledged().is_empty());
+    store.fail_journal_appends(0);
+    // The next opener (here the same replica, elected again) gets it.
+    bot.start().await.unwrap();
     assert_eq!(wait_texts(&network, &jid("34600000001"), 1).await, ["echo text hi"]);
     until("the redelivery was acknowledged", || network.acknowledged() == [id.clone()]).await;
     assert_eq!(network.deliveries(), 2, "delivered twice");

@@ -45,13 +45,13 @@ impl AppSyncStore for StoreBackend {
         mutations: &[AppStateMutationMAC],
     ) -> Result<()> {
         let table = macs(name);
-        let mut ids = Vec::with_capacity(mutations.len());
-        for m in mutations {
-            let id = hex(&m.index_mac);
-            self.rows.put_bytes(&table, &id, &m.value_mac).await?;
-            ids.push((id, 0));
+        let ids: Vec<(String, i64)> = mutations.iter().map(|m| (hex(&m.index_mac), 0)).collect();
+        // The index first: a row is never left out of it, so clearing finds every one.
+        self.rows.index_add(&table, &ids).await?;
+        for (m, (id, _)) in mutations.iter().zip(&ids) {
+            self.rows.put_bytes(&table, id, &m.value_mac).await?;
         }
-        self.rows.index_add(&table, &ids).await
+        Ok(())
     }
 
     async fn get_mutation_mac(&self, name: &str, index_mac: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -19,8 +19,8 @@ use super::rows::{b64, id, unb64};
 
 /// One row: the device, as JSON.
 const DEVICE: &str = "device";
-/// Per chat, sender and message (indexed by when it expires, `0`: never).
-const SECRET: &str = "secret";
+/// Per chat, sender and message (indexed by when it expires, if it does).
+pub(super) const SECRET: &str = "secret";
 
 /// A message secret as kept.
 #[derive(Serialize, Deserialize)]
@@ -72,10 +72,12 @@ impl MsgSecretStore for StoreBackend {
     async fn put_msg_secrets(&self, entries: Vec<MsgSecretEntry>) -> Result<usize> {
         let stored = entries.len();
         let _one = self.merge.lock().await;
-        let mut indexed = Vec::with_capacity(stored);
+        let mut rows = Vec::with_capacity(stored);
+        let (mut indexed, mut unindexed) = (Vec::new(), Vec::new());
         for entry in entries {
             let key = secret_id(&entry.chat, &entry.sender, &entry.msg_id);
             let old: Option<Secret> = self.rows.get(SECRET, &key).await?;
+            let was_indexed = old.as_ref().is_some_and(|old| old.expires_at != 0);
             let (expires_at, message_ts) = match old {
                 Some(old) => (
                     merge_msg_secret_expiry(old.expires_at, entry.expires_at),
@@ -83,11 +85,21 @@ impl MsgSecretStore for StoreBackend {
                 ),
                 None => (entry.expires_at, entry.message_ts),
             };
-            let row = Secret { secret: b64(&entry.secret), expires_at, message_ts };
-            self.rows.put(SECRET, &key, &row).await?;
-            indexed.push((key, expires_at));
+            // Only what a sweep deletes one day is indexed: a secret that never expires
+            // would only make the index longer.
+            if expires_at != 0 {
+                indexed.push((key.clone(), expires_at));
+            } else if was_indexed {
+                unindexed.push(key.clone());
+            }
+            rows.push((key, Secret { secret: b64(&entry.secret), expires_at, message_ts }));
         }
+        // The index first: a row is never left out of it, so the sweep finds every one.
         self.rows.index_add(SECRET, &indexed).await?;
+        for (key, row) in &rows {
+            self.rows.put(SECRET, key, row).await?;
+        }
+        self.rows.index_remove(SECRET, &unindexed).await?;
         Ok(stored)
     }
 

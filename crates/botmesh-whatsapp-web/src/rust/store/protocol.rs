@@ -21,16 +21,17 @@ const SENDER_KEY_DEVICES: &str = "skd";
 const LID: &str = "lid";
 /// Per phone number: its LID.
 const PN: &str = "pn";
-const BASE_KEY: &str = "base-key";
+/// Per address and message: a session's base key.
+pub(super) const BASE_KEY: &str = "base-key";
 const DEVICES: &str = "devices";
 const GROUP: &str = "group";
 /// Per JID (indexed): its token.
 const TC_TOKEN: &str = "tc";
 /// Per chat and message (indexed by when it was sent).
-const SENT: &str = "sent";
+pub(super) const SENT: &str = "sent";
 /// Per chat, sender and message (indexed by when it was stored): decrypted messages waiting
 /// for the bot.
-const PENDING: &str = "pending";
+pub(super) const PENDING: &str = "pending";
 
 type Holders = BTreeMap<String, bool>;
 
@@ -55,8 +56,8 @@ impl ProtocolStore for StoreBackend {
         for (device, has_key) in entries {
             holders.insert((*device).to_owned(), *has_key);
         }
-        self.rows.put(SENDER_KEY_DEVICES, group_jid, &holders).await?;
-        self.rows.index_add(SENDER_KEY_DEVICES, &[(group_jid.to_owned(), 0)]).await
+        self.rows.index_add(SENDER_KEY_DEVICES, &[(group_jid.to_owned(), 0)]).await?;
+        self.rows.put(SENDER_KEY_DEVICES, group_jid, &holders).await
     }
 
     async fn clear_sender_key_devices(&self, group_jid: &str) -> Result<()> {
@@ -107,9 +108,9 @@ impl ProtocolStore for StoreBackend {
                 self.rows.delete(PN, &old.phone_number).await?;
             }
         }
+        self.rows.index_add(LID, &[(entry.lid.clone(), 0)]).await?;
         self.rows.put(LID, &entry.lid, entry).await?;
-        self.rows.put_text(PN, &entry.phone_number, entry.lid.clone()).await?;
-        self.rows.index_add(LID, &[(entry.lid.clone(), 0)]).await
+        self.rows.put_text(PN, &entry.phone_number, entry.lid.clone()).await
     }
 
     async fn get_all_lid_mappings(&self) -> Result<Vec<LidPnMappingEntry>> {
@@ -169,8 +170,8 @@ impl ProtocolStore for StoreBackend {
     }
 
     async fn put_tc_token(&self, jid: &str, entry: &TcTokenEntry) -> Result<()> {
-        self.rows.put(TC_TOKEN, jid, entry).await?;
-        self.rows.index_add(TC_TOKEN, &[(jid.to_owned(), 0)]).await
+        self.rows.index_add(TC_TOKEN, &[(jid.to_owned(), 0)]).await?;
+        self.rows.put(TC_TOKEN, jid, entry).await
     }
 
     async fn delete_tc_token(&self, jid: &str) -> Result<()> {
@@ -248,8 +249,9 @@ impl ProtocolStore for StoreBackend {
     ) -> Result<()> {
         let key = id(&[chat_jid, message_id]);
         let at = now_secs();
-        self.rows.put(SENT, &key, &Sent { payload: b64(payload), at }).await?;
-        self.rows.index_add(SENT, &[(key, at)]).await
+        // The index first: a row is never left out of it, so the sweep finds every one.
+        self.rows.index_add(SENT, &[(key.clone(), at)]).await?;
+        self.rows.put(SENT, &key, &Sent { payload: b64(payload), at }).await
     }
 
     async fn take_sent_message(&self, chat_jid: &str, message_id: &str) -> Result<Option<Vec<u8>>> {
@@ -273,8 +275,8 @@ impl ProtocolStore for StoreBackend {
         message: &[u8],
     ) -> Result<()> {
         let key = id(&[chat, sender, msg]);
-        self.rows.put_bytes(PENDING, &key, message).await?;
-        self.rows.index_add(PENDING, &[(key, now_secs())]).await
+        self.rows.index_add(PENDING, &[(key.clone(), now_secs())]).await?;
+        self.rows.put_bytes(PENDING, &key, message).await
     }
 
     async fn get_pending_inbound(
@@ -299,13 +301,13 @@ impl ProtocolStore for StoreBackend {
     async fn store_pending_inbound_batch(&self, rows: &[PendingInboundRow<'_>]) -> Result<()> {
         // A row per message, one index write for the batch.
         let now = now_secs();
-        let mut keys = Vec::with_capacity(rows.len());
-        for row in rows {
-            let key = id(&[row.chat, row.sender, row.id]);
-            self.rows.put_bytes(PENDING, &key, row.message).await?;
-            keys.push((key, now));
+        let keys: Vec<(String, i64)> =
+            rows.iter().map(|row| (id(&[row.chat, row.sender, row.id]), now)).collect();
+        self.rows.index_add(PENDING, &keys).await?;
+        for (row, (key, _)) in rows.iter().zip(&keys) {
+            self.rows.put_bytes(PENDING, key, row.message).await?;
         }
-        self.rows.index_add(PENDING, &keys).await
+        Ok(())
     }
 
     async fn delete_pending_inbound_batch(&self, keys: &[PendingInboundKey<'_>]) -> Result<()> {

@@ -6,6 +6,13 @@
 //! the collections swept by age, `0` otherwise), updated by compare-and-set on its revision.
 //! Only the leader writes (the lease, and the session's lock under it), so the cache never
 //! goes stale: after the first read of an entry, reads stay local.
+//!
+//! The tables of one row per message ([`UNCACHED`]: messages waiting for the bot, sent
+//! messages kept for retries, base keys, message secrets) are read about once each, so they
+//! are not cached: the cache holds the session's long-lived entries only, and a deleted row
+//! leaves it. An index entry is written before its row, so that a failed index write never
+//! leaves a row no sweep can find; a row whose write failed after its index entry is only a
+//! missing row to the sweep.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -18,6 +25,12 @@ use serde::de::DeserializeOwned;
 use whatsapp_rust::wacore::store::error::{Result, StoreError};
 
 use crate::seam::SessionGuard;
+
+use super::device::SECRET;
+use super::protocol::{BASE_KEY, PENDING, SENT};
+
+/// The tables of one row per message, read about once: not cached.
+pub(crate) const UNCACHED: &[&str] = &[PENDING, SENT, BASE_KEY, SECRET];
 
 /// How often an index write that lost a race is tried again.
 const RACES: usize = 5;
@@ -85,6 +98,18 @@ impl Rows {
         format!("{}index:{table}", self.prefix)
     }
 
+    /// Whether the row `key` is kept in the cache: not one of the [`UNCACHED`] tables'.
+    fn cacheable(&self, key: &str) -> bool {
+        let table = key.strip_prefix(&self.prefix).and_then(|k| k.split_once(':'));
+        !table.is_some_and(|(table, _)| UNCACHED.contains(&table))
+    }
+
+    /// How many rows the cache holds.
+    #[cfg(test)]
+    pub(crate) fn cached_rows(&self) -> usize {
+        self.cache().len()
+    }
+
     fn held(&self) -> Result<()> {
         if self.guard.is_held() { Ok(()) } else { Err(StoreError::Database(Box::new(NotHeld))) }
     }
@@ -98,6 +123,9 @@ impl Rows {
             Some(r) => Cached { data: Some(r.data), revision: Some(r.revision) },
             None => Cached { data: None, revision: None },
         };
+        if !self.cacheable(key) {
+            return Ok(cached);
+        }
         // A write of this process that landed while the row was read is newer: it stays.
         Ok(self.cache().entry(key.to_owned()).or_insert(cached).clone())
     }
@@ -106,7 +134,10 @@ impl Rows {
         self.held()?;
         match self.store.set_checkpoint(&key, &CheckpointWrite::new(data.clone())).await {
             Ok(revision) => {
-                self.cache().insert(key, Cached { data: Some(data), revision: Some(revision) });
+                if self.cacheable(&key) {
+                    let row = Cached { data: Some(data), revision: Some(revision) };
+                    self.cache().insert(key, row);
+                }
                 Ok(())
             }
             Err(e) => Err(self.unknown(key, e)),
@@ -117,7 +148,8 @@ impl Rows {
         self.held()?;
         match self.store.clear_checkpoint(&key).await {
             Ok(()) => {
-                self.cache().insert(key, Cached { data: None, revision: None });
+                // No placeholder: a deleted row leaves the cache.
+                self.cache().remove(&key);
                 Ok(())
             }
             Err(e) => Err(self.unknown(key, e)),
@@ -236,6 +268,9 @@ impl Rows {
 
     /// Adds `ids` to the index of `table`, with their numbers.
     pub(crate) async fn index_add(&self, table: &str, ids: &[(String, i64)]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
         self.update_index(table, |index| {
             let mut changed = false;
             for (id, n) in ids {
@@ -248,6 +283,9 @@ impl Rows {
 
     /// Removes `ids` from the index of `table`.
     pub(crate) async fn index_remove(&self, table: &str, ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
         self.update_index(table, |index| {
             let mut changed = false;
             for id in ids {

@@ -93,8 +93,8 @@ impl SignalStore for StoreBackend {
     }
 
     async fn store_signed_prekey(&self, id: u32, record: &[u8]) -> Result<()> {
-        self.rows.put_bytes(SIGNED_PREKEY, &id.to_string(), record).await?;
-        self.rows.index_add(SIGNED_PREKEY, &[(id.to_string(), 0)]).await
+        self.rows.index_add(SIGNED_PREKEY, &[(id.to_string(), 0)]).await?;
+        self.rows.put_bytes(SIGNED_PREKEY, &id.to_string(), record).await
     }
 
     async fn load_signed_prekey(&self, id: u32) -> Result<Option<Vec<u8>>> {
