@@ -84,6 +84,7 @@
 
 mod errors;
 mod gateway;
+mod handing;
 mod inbound;
 mod interaction;
 mod outbound;

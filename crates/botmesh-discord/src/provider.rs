@@ -13,6 +13,7 @@ use serenity::model::gateway::GatewayIntents;
 use tokio::sync::mpsc;
 
 use crate::gateway;
+use crate::handing;
 use crate::outbound;
 use crate::state::{Handing, Inner, Settings, lock};
 
@@ -167,7 +168,7 @@ impl Provider for DiscordProvider {
         let (drain, drained) = tokio::sync::oneshot::channel();
         let supervisor = tokio::spawn(gateway::supervise(Arc::clone(inner), arrivals_tx));
         let task =
-            tokio::spawn(gateway::hand_over(Arc::clone(inner), intake, arrivals_rx, drained));
+            tokio::spawn(handing::hand_over(Arc::clone(inner), intake, arrivals_rx, drained));
         if let Some(old) = lock(&inner.supervisor).replace(supervisor) {
             old.abort();
         }

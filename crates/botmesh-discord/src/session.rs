@@ -222,7 +222,7 @@ fn queue(inner: &Inner, arrivals: &mpsc::Sender<Vec<Inbound>>, messages: Vec<Inb
         Ok(()) => {}
         Err(mpsc::error::TrySendError::Full(messages)) => {
             let limit = inner.settings.queue_limit;
-            crate::gateway::report_dropped(
+            crate::handing::report_dropped(
                 inner,
                 &messages,
                 &format!("{limit} gateway events already wait for the bot to take them"),
@@ -230,7 +230,7 @@ fn queue(inner: &Inner, arrivals: &mpsc::Sender<Vec<Inbound>>, messages: Vec<Inb
         }
         // Only once a stop ended the handing over, which waits for the session to close.
         Err(mpsc::error::TrySendError::Closed(messages)) => {
-            crate::gateway::report_dropped(inner, &messages, "the provider is stopping");
+            crate::handing::report_dropped(inner, &messages, "the provider is stopping");
         }
     }
 }
