@@ -112,10 +112,22 @@ async fn three_replicas_read_one_mailbox_one_session_at_a_time_and_a_standby_res
     // Room for a late repeat to show up.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let counts = counts.lock().unwrap().clone();
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n != 1).collect();
-    assert!(twice.is_empty(), "handled more than once: {twice:?}");
     assert_eq!(counts.len(), 200, "every mail handled");
-    assert_eq!(sink.mails().len(), 200, "one reply per mail");
+    // Handled exactly once means one reply per mail: the effect. A handler may run again only
+    // for a mail whose turn the crashed replica held (its reply was refused, or deduplicated by
+    // the outbox), so at most one mail per correspondent, ten in all; a mail read twice from
+    // the mailbox would show far more.
+    let again: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(again.len() <= 10, "handlers ran again for more than the crash explains: {again:?}");
+    let mut replies: HashMap<String, usize> = HashMap::new();
+    for mail in sink.mails() {
+        *replies.entry(mail.text()).or_default() += 1;
+    }
+    for i in 0..200 {
+        let n = replies.get(&format!("echo mail {i}")).copied().unwrap_or(0);
+        assert_eq!(n, 1, "mail {i} answered {n} times");
+    }
+    assert_eq!(sink.mails().len(), 200, "one reply per mail, nothing else");
     watch.stop();
     eprintln!("Dovecot sampled {} times, at most {} session(s)", watch.samples(), watch.max());
     assert!(watch.samples() > 20, "Dovecot was watched: {:?}", watch.errors());
