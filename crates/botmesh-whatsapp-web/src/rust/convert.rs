@@ -220,81 +220,39 @@ pub(crate) fn body(message: &wa::Message, at: &Origin<'_>) -> WaBody {
     if let Some(x) = m.extended_text_message.as_option() {
         return WaBody::Text(x.text.clone().unwrap_or_default());
     }
+    // Every media message carries the same download fields; only its kind, name, caption and
+    // length differ.
+    macro_rules! media_body {
+        ($x:expr, $kind:expr, name: $name:expr, caption: $caption:expr, seconds: $seconds:expr) => {{
+            let kind = $kind;
+            let f = fields(
+                kind,
+                &$x.direct_path,
+                &$x.media_key,
+                &$x.file_sha256,
+                &$x.file_enc_sha256,
+                $x.file_length,
+            );
+            let media = media(&f, $x.mimetype.as_ref(), $name);
+            WaBody::Media { kind, media, caption: $caption, seconds: $seconds }
+        }};
+    }
     if let Some(x) = m.image_message.as_option() {
-        let f = fields(
-            WaMediaKind::Image,
-            &x.direct_path,
-            &x.media_key,
-            &x.file_sha256,
-            &x.file_enc_sha256,
-            x.file_length,
-        );
-        let media = media(&f, x.mimetype.as_ref(), None);
-        return WaBody::Media {
-            kind: WaMediaKind::Image,
-            media,
-            caption: x.caption.clone(),
-            seconds: None,
-        };
+        return media_body!(x, WaMediaKind::Image, name: None, caption: x.caption.clone(), seconds: None);
     }
     if let Some(x) = m.video_message.as_option() {
-        let f = fields(
-            WaMediaKind::Video,
-            &x.direct_path,
-            &x.media_key,
-            &x.file_sha256,
-            &x.file_enc_sha256,
-            x.file_length,
-        );
-        let media = media(&f, x.mimetype.as_ref(), None);
-        return WaBody::Media {
-            kind: WaMediaKind::Video,
-            media,
-            caption: x.caption.clone(),
-            seconds: x.seconds,
-        };
+        return media_body!(x, WaMediaKind::Video, name: None, caption: x.caption.clone(), seconds: x.seconds);
     }
     if let Some(x) = m.audio_message.as_option() {
         let kind = if x.ptt.unwrap_or(false) { WaMediaKind::Voice } else { WaMediaKind::Audio };
-        let f = fields(
-            kind,
-            &x.direct_path,
-            &x.media_key,
-            &x.file_sha256,
-            &x.file_enc_sha256,
-            x.file_length,
-        );
-        let media = media(&f, x.mimetype.as_ref(), None);
-        return WaBody::Media { kind, media, caption: None, seconds: x.seconds };
+        return media_body!(x, kind, name: None, caption: None, seconds: x.seconds);
     }
     if let Some(x) = m.document_message.as_option() {
-        let f = fields(
-            WaMediaKind::Document,
-            &x.direct_path,
-            &x.media_key,
-            &x.file_sha256,
-            &x.file_enc_sha256,
-            x.file_length,
-        );
-        let media = media(&f, x.mimetype.as_ref(), x.file_name.as_ref());
-        return WaBody::Media {
-            kind: WaMediaKind::Document,
-            media,
-            caption: x.caption.clone(),
-            seconds: None,
-        };
+        let name = x.file_name.as_ref();
+        return media_body!(x, WaMediaKind::Document, name: name, caption: x.caption.clone(), seconds: None);
     }
     if let Some(x) = m.sticker_message.as_option() {
-        let f = fields(
-            WaMediaKind::Sticker,
-            &x.direct_path,
-            &x.media_key,
-            &x.file_sha256,
-            &x.file_enc_sha256,
-            x.file_length,
-        );
-        let media = media(&f, x.mimetype.as_ref(), None);
-        return WaBody::Media { kind: WaMediaKind::Sticker, media, caption: None, seconds: None };
+        return media_body!(x, WaMediaKind::Sticker, name: None, caption: None, seconds: None);
     }
     if let Some(x) = m.location_message.as_option() {
         return WaBody::Location {
