@@ -3,6 +3,11 @@ local function clock_us()
   local t = redis.call('TIME')
   return t[1] .. string.format('%06d', tonumber(t[2]))
 end
+-- The server's clock in milliseconds (exact in a double).
+local function clock_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 -- Grows by one; a new field starts from the clock instead of 1.
 local function counter(key, field)
   local v = redis.call('HINCRBY', key, field, 1)

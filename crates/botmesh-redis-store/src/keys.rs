@@ -88,6 +88,26 @@ impl Keys {
         format!("{}:l:{name}", self.shard(name))
     }
 
+    /// The replicas' status documents and their index share one tag: a publish writes both
+    /// atomically, and one script reads them all.
+    fn replicas(&self, what: &str) -> String {
+        match self.layout {
+            KeyLayout::Standalone => format!("{}:replicas:{what}", self.prefix),
+            KeyLayout::Cluster => format!("{{{}:replicas}}:{what}", self.prefix),
+        }
+    }
+
+    /// The index of the replicas' status documents: a sorted set of incarnations, each scored
+    /// by the server time (ms) at which its document's keep ends.
+    pub(crate) fn replica_index(&self) -> String {
+        self.replicas("index")
+    }
+
+    /// The prefix of the replicas' status documents (hashes); the incarnation follows.
+    pub(crate) fn replica_doc_prefix(&self) -> String {
+        self.replicas("doc:")
+    }
+
     /// The prefix of the pub/sub channels that hand turns over: one channel per incarnation.
     pub(crate) fn wake_prefix(&self) -> String {
         format!("{}:wake:", self.prefix)
@@ -106,6 +126,16 @@ mod tests {
         assert!(state.starts_with(&tag) && queue.starts_with(&tag));
         assert!(k.shards().contains(&tag));
         assert_eq!(k.entity("cp", "c1"), "{shop:cp:c1}");
+    }
+
+    #[test]
+    fn cluster_keys_of_the_replica_statuses_share_a_hash_tag() {
+        let k = Keys::new("shop", KeyLayout::Cluster);
+        assert_eq!(k.replica_index(), "{shop:replicas}:index");
+        assert_eq!(format!("{}abc", k.replica_doc_prefix()), "{shop:replicas}:doc:abc");
+        let k = Keys::new("shop", KeyLayout::Standalone);
+        assert_eq!(k.replica_index(), "shop:replicas:index");
+        assert_eq!(k.replica_doc_prefix(), "shop:replicas:doc:");
     }
 
     #[test]

@@ -45,6 +45,19 @@ pub(crate) const TRY_LEAD: &str = include_str!("../scripts/try_lead.lua");
 /// KEYS: leadership. ARGV: incarnation, fence. Returns 1 when it resigned.
 pub(crate) const RESIGN: &str = include_str!("../scripts/resign.lua");
 
+/// KEYS: index, document. ARGV: incarnation, replica, status, keep ms. Replaces the
+/// incarnation's status document (a hash: `r` replica, `s` status, `t` published at, server
+/// ms), kept `keep` ms; indexes it scored by the end of its keep, and trims the index of the
+/// entries whose keep ended. The index expires with its longest keep.
+pub(crate) const PUBLISH_STATUS: &str = include_str!("../scripts/publish_status.lua");
+
+/// KEYS: leadership hashes, then the index when a document prefix is given. ARGV: alive prefix
+/// or '' (liveness is then not read), document prefix or '' (no index). Read-only. Returns
+/// `{replicas, leaders}`, flat: per kept document `incarnation, replica, status, age ms,
+/// alive`, per held leadership `position of its key (from 1), incarnation, replica, fence,
+/// alive`; alive is '1', '0', or '' when not read.
+pub(crate) const CLUSTER: &str = include_str!("../scripts/cluster.lua");
+
 /// KEYS: chat. ARGV: provider, now ms, lang or ''.
 pub(crate) const UPSERT_CHAT: &str = include_str!("../scripts/upsert_chat.lua");
 

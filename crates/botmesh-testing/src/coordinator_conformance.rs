@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, Coordinator, ErrorKind, ReleaseOptions, Result, Ticket, TurnGrant};
+use botmesh_traits::{
+    ChatKey, Coordinator, ErrorKind, LeaderEntry, ReleaseOptions, Result, Ticket, TurnGrant,
+};
 use tokio::task::JoinHandle;
 
 /// A coordination backend under test, as [`coordinator_conformance`] drives it.
@@ -53,7 +55,8 @@ const SHORT_WAIT: Duration = Duration::from_millis(100);
 /// Covered: tickets granted in order with one holder at a time (also under racing replicas),
 /// the turn that comes with an uncontended ticket, release and cancel, independent keys, turn
 /// wait timeouts, lease expiry of turns and queued tickets, heartbeats renewing what a replica
-/// holds, previous holders, fences, leadership, and incarnations.
+/// holds, previous holders, fences, leadership, incarnations, and the status documents and
+/// cluster view an operator reads.
 pub async fn coordinator_conformance(harness: &impl CoordinatorHarness) {
     let s = Suite { h: harness, p: format!("conf-{}", uuid::Uuid::new_v4().simple()) };
     uncontended(&s).await;
@@ -68,6 +71,7 @@ pub async fn coordinator_conformance(harness: &impl CoordinatorHarness) {
     fences(&s).await;
     leadership(&s).await;
     incarnations(&s).await;
+    cluster_view(&s).await;
 }
 
 struct Suite<'h, H> {
@@ -470,4 +474,75 @@ async fn incarnations<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     assert!(l2.fence > l1.fence);
     assert!(a2.release_turn(&g2).await.unwrap());
     assert!(a2.resign(&l2).await.unwrap());
+}
+
+/// Status documents and the cluster view: a published document is listed with its replica and
+/// liveness, replaced by the next publish and forgotten when its keep runs out; a leadership
+/// lists its holder and fence, alive or not; reading the view changes nothing.
+async fn cluster_view<H: CoordinatorHarness>(s: &Suite<'_, H>) {
+    let a = s.live("status-a").await;
+    let d = s.mortal("status-dying").await;
+    let name = s.lead("provider:x");
+    let never = s.lead("provider:never-led");
+    let names = [name.clone(), never.clone()];
+
+    // A replica that never heartbeats, only reads: the read registers nothing.
+    let reader = s.h.replica(&format!("{}-status-reader", s.p)).await;
+    let empty = reader.cluster(&names).await.unwrap();
+    assert!(empty.replica(a.incarnation()).is_none(), "nothing is listed before a publish");
+    assert!(empty.leaders.is_empty(), "a name never led has no leader");
+    assert!(!a.is_alive(reader.incarnation()).await.unwrap(), "reading the view changes nothing");
+
+    d.publish_status(r#"{"v":"d1"}"#, LONG).await.unwrap();
+    tokio::time::sleep(SETTLE).await;
+    a.publish_status(r#"{"v":"a1"}"#, LONG).await.unwrap();
+    let ld = d.try_lead(&name, LEASE).await.unwrap().expect("a free leadership is granted");
+    let view = reader.cluster(&names).await.unwrap();
+    let sorted = view
+        .replicas
+        .windows(2)
+        .all(|w| (&w[0].replica_id, &w[0].incarnation) <= (&w[1].replica_id, &w[1].incarnation));
+    assert!(sorted, "replicas are sorted by replica id, then incarnation: {view:?}");
+    let ra = view.replica(a.incarnation()).expect("a published replica is listed");
+    let rd = view.replica(d.incarnation()).expect("every published replica is listed");
+    assert_eq!((ra.replica_id.as_str(), ra.status.as_str()), (a.replica_id(), r#"{"v":"a1"}"#));
+    assert_eq!((rd.replica_id.as_str(), rd.status.as_str()), (d.replica_id(), r#"{"v":"d1"}"#));
+    assert!(ra.alive && rd.alive, "replicas within their lease are alive");
+    assert!(rd.age >= ra.age && rd.age < LONG, "the age counts from the last publish: {view:?}");
+    assert_eq!(
+        view.leaders,
+        [LeaderEntry::new(&name, d.replica_id(), d.incarnation(), ld.fence, true)],
+        "a held name lists its holder with its fence; a name never led is left out"
+    );
+
+    a.publish_status(r#"{"v":"a2"}"#, LONG).await.unwrap();
+    let view = a.cluster(&names).await.unwrap();
+    let mine: Vec<_> = view.replicas.iter().filter(|r| r.incarnation == a.incarnation()).collect();
+    assert_eq!(mine.len(), 1, "an incarnation is listed once: {view:?}");
+    assert_eq!(mine[0].status, r#"{"v":"a2"}"#, "a publish replaces the document");
+
+    // d stops heartbeating; a's document is published again with a short keep.
+    last_heartbeat(&d).await;
+    a.publish_status(r#"{"v":"a3"}"#, LEASE).await.unwrap();
+    tokio::time::sleep(PAST_LEASE).await;
+    let view = reader.cluster(&names).await.unwrap();
+    assert!(view.replica(a.incarnation()).is_none(), "a document is forgotten after its keep");
+    let rd = view.replica(d.incarnation()).expect("a dead replica is listed until its keep ends");
+    assert!(!rd.alive, "a replica past its lease is listed dead");
+    assert_eq!(rd.status, r#"{"v":"d1"}"#);
+    assert_eq!(
+        view.leaders,
+        [LeaderEntry::new(&name, d.replica_id(), d.incarnation(), ld.fence, false)],
+        "a dead holder keeps the name, listed dead"
+    );
+
+    let la = a.try_lead(&name, LONG).await.unwrap().expect("a dead leader is replaced");
+    let view = reader.cluster(&names).await.unwrap();
+    assert_eq!(
+        view.leaders,
+        [LeaderEntry::new(&name, a.replica_id(), a.incarnation(), la.fence, true)],
+        "the new holder is listed once it took the name"
+    );
+    assert!(a.resign(&la).await.unwrap());
+    assert!(reader.cluster(&names).await.unwrap().leaders.is_empty(), "a resigned name is free");
 }

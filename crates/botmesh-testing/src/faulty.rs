@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use botmesh_traits::{
-    ChatKey, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant, async_trait,
+    ChatKey, ClusterView, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket,
+    TurnGrant, async_trait,
 };
 
 /// Wraps any [`Coordinator`] so a test can make its replica crash or stall, on any backend.
@@ -197,5 +198,15 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
         let resigned = self.inner.resign(leadership).await;
         self.leadership_answers_late().await;
         resigned
+    }
+
+    async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
+        self.alive()?;
+        self.inner.publish_status(status, keep).await
+    }
+
+    async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
+        self.alive()?;
+        self.inner.cluster(leaderships).await
     }
 }

@@ -7,7 +7,9 @@
 //!   the current holder of the turn, and the replica that held the turn last.
 //! - Per incarnation: a heartbeat expiry. An incarnation is alive while its expiry is in the
 //!   future; the turns and leaderships it holds have no expiry of their own.
-//! - Per leadership name: the holding incarnation and its fence.
+//! - Per leadership name: the holding incarnation, its replica id and its fence.
+//! - Per incarnation that published one: its status document, when it was published and until
+//!   when it is kept (see [`Coordinator::publish_status`]).
 //! - One fence counter and one ticket counter for the whole hub, so fences and ticket numbers
 //!   keep growing per key even when idle keys are evicted and re-created.
 //!
@@ -25,7 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use botmesh_traits::{
-    ChatKey, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket, TurnGrant, async_trait,
+    ChatKey, ClusterView, Coordinator, Error, LeaderEntry, Leadership, ReleaseOptions,
+    ReplicaEntry, Result, Ticket, TurnGrant, async_trait,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -134,6 +137,7 @@ impl fmt::Debug for MemoryCoordinationHub {
             .field("max_idle_keys", &state.max_idle_keys)
             .field("incarnations", &state.incarnations.len())
             .field("leaderships", &state.leaders.len())
+            .field("statuses", &state.statuses.len())
             .finish_non_exhaustive()
     }
 }
@@ -161,6 +165,9 @@ struct HubState {
     retained: BTreeSet<(Instant, String)>,
     incarnations: HashMap<Arc<str>, Incarnation>,
     leaders: HashMap<String, Leader>,
+    /// The status documents published, by incarnation; those past their keep are dropped by
+    /// the next publish, and never listed.
+    statuses: HashMap<Arc<str>, Status>,
 }
 
 impl Default for HubState {
@@ -175,6 +182,7 @@ impl Default for HubState {
             retained: BTreeSet::new(),
             incarnations: HashMap::new(),
             leaders: HashMap::new(),
+            statuses: HashMap::new(),
         }
     }
 }
@@ -219,7 +227,18 @@ enum Life {
 #[derive(Debug)]
 struct Leader {
     incarnation: Arc<str>,
+    replica_id: String,
     fence: u64,
+}
+
+/// A status document, as [`Coordinator::publish_status`] left it.
+#[derive(Debug)]
+struct Status {
+    replica_id: String,
+    document: String,
+    published: Instant,
+    /// The end of its keep: listed while it is in the future.
+    until: Instant,
 }
 
 /// Who is calling: a coordinator's identity as the hub sees it.
@@ -234,6 +253,12 @@ struct Me {
 
 fn alive(incarnations: &HashMap<Arc<str>, Incarnation>, id: &str, now: Instant) -> bool {
     incarnations.get(id).is_some_and(|i| i.expires_at > now)
+}
+
+/// Whether `id` is alive as [`Coordinator::is_alive`] tells others: within its lease and not
+/// crashed (a crashed incarnation's turns still wait for its lease to run out).
+fn reported_alive(incarnations: &HashMap<Arc<str>, Incarnation>, id: &str, now: Instant) -> bool {
+    alive(incarnations, id, now) && incarnations.get(id).is_some_and(|i| i.life != Life::Crashed)
 }
 
 fn unavailable(reason: String) -> Error {
@@ -507,8 +532,12 @@ impl HubState {
         }
         self.fence += 1;
         let fence = self.fence;
-        self.leaders
-            .insert(name.to_owned(), Leader { incarnation: Arc::clone(&me.incarnation), fence });
+        let leader = Leader {
+            incarnation: Arc::clone(&me.incarnation),
+            replica_id: me.replica_id.clone(),
+            fence,
+        };
+        self.leaders.insert(name.to_owned(), leader);
         Ok(Some(Leadership::new(name, fence)))
     }
 
@@ -522,6 +551,71 @@ impl HubState {
             self.leaders.remove(&leadership.name);
         }
         Ok(ours)
+    }
+
+    /// Refuses a crashed incarnation, without registering one never seen.
+    fn refuse_crashed(&self, me: &Me) -> Result<()> {
+        match self.incarnations.get(&me.incarnation) {
+            Some(i) if i.life == Life::Crashed => Err(unavailable(format!(
+                "replica {} (incarnation {}) has crashed",
+                me.replica_id, me.incarnation
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Replaces `me`'s status document, kept `keep` from `now`, and drops the documents whose
+    /// keep ran out. Like Redis, it does not register the incarnation: only its heartbeat does.
+    fn publish_status(
+        &mut self,
+        me: &Me,
+        document: &str,
+        keep: Duration,
+        now: Instant,
+    ) -> Result<()> {
+        self.refuse_crashed(me)?;
+        self.statuses.retain(|_, s| s.until > now);
+        let status = Status {
+            replica_id: me.replica_id.clone(),
+            document: document.to_owned(),
+            published: now,
+            until: after(now, keep),
+        };
+        self.statuses.insert(Arc::clone(&me.incarnation), status);
+        Ok(())
+    }
+
+    /// The kept documents and the holders of `leaderships`; changes nothing.
+    fn cluster(&self, me: &Me, leaderships: &[String], now: Instant) -> Result<ClusterView> {
+        self.refuse_crashed(me)?;
+        let replicas = self
+            .statuses
+            .iter()
+            .filter(|(_, s)| s.until > now)
+            .map(|(inc, s)| {
+                ReplicaEntry::new(
+                    s.replica_id.clone(),
+                    inc.as_ref(),
+                    reported_alive(&self.incarnations, inc, now),
+                    now.saturating_duration_since(s.published),
+                    s.document.clone(),
+                )
+            })
+            .collect();
+        let leaders = leaderships
+            .iter()
+            .filter_map(|name| {
+                let l = self.leaders.get(name)?;
+                Some(LeaderEntry::new(
+                    name.clone(),
+                    l.replica_id.clone(),
+                    l.incarnation.as_ref(),
+                    l.fence,
+                    reported_alive(&self.incarnations, &l.incarnation, now),
+                ))
+            })
+            .collect();
+        Ok(ClusterView::new(replicas, leaders))
     }
 
     fn set_life(&mut self, me: &Me, life: Life, now: Instant) {
@@ -658,10 +752,7 @@ impl Coordinator for MemoryCoordinator {
     }
 
     async fn is_alive(&self, incarnation: &str) -> Result<bool> {
-        let hub = self.hub.lock();
-        let now = Instant::now();
-        Ok(alive(&hub.incarnations, incarnation, now)
-            && hub.incarnations.get(incarnation).is_some_and(|i| i.life != Life::Crashed))
+        Ok(reported_alive(&self.hub.lock().incarnations, incarnation, Instant::now()))
     }
 
     async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
@@ -670,5 +761,52 @@ impl Coordinator for MemoryCoordinator {
 
     async fn resign(&self, leadership: &Leadership) -> Result<bool> {
         self.hub.lock().resign(&self.me, leadership, Instant::now())
+    }
+
+    /// Keeps the document until `keep` from now. A crashed replica cannot publish.
+    async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
+        self.hub.lock().publish_status(&self.me, status, keep, Instant::now())
+    }
+
+    /// An entry is alive as [`is_alive`](Coordinator::is_alive) says: a
+    /// [crashed](MemoryCoordinator::crash) replica is listed dead at once, and until its
+    /// document's keep runs out.
+    async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
+        self.hub.lock().cluster(&self.me, leaderships, Instant::now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_crashed_replica_is_listed_dead_until_its_status_keep_runs_out() {
+        let hub = MemoryCoordinationHub::new();
+        let a = MemoryCoordinator::new(hub.clone(), "a");
+        let b = MemoryCoordinator::new(hub.clone(), "b");
+        a.heartbeat(Duration::from_secs(60)).await.unwrap();
+        b.heartbeat(Duration::from_secs(60)).await.unwrap();
+        a.publish_status("{}", Duration::from_secs(10)).await.unwrap();
+        let lead = a.try_lead("provider:x", Duration::from_secs(60)).await.unwrap().unwrap();
+        let names = ["provider:x".to_owned()];
+
+        a.crash();
+        assert!(a.publish_status("{}", Duration::from_secs(10)).await.is_err());
+        assert!(a.cluster(&names).await.is_err(), "a crashed replica cannot read either");
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        let view = b.cluster(&names).await.unwrap();
+        let entry = view.replica(a.incarnation()).unwrap();
+        assert!(!entry.alive, "a crashed replica is dead as is_alive says, within its lease");
+        assert_eq!(entry.age, Duration::from_secs(9));
+        let expected = LeaderEntry::new("provider:x", "a", a.incarnation(), lead.fence, false);
+        assert_eq!(view.leaders, [expected]);
+
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let view = b.cluster(&names).await.unwrap();
+        assert!(view.replicas.is_empty(), "its document is forgotten when its keep runs out");
+        assert_eq!(view.leaders.len(), 1, "it keeps its leadership until another replica takes it");
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{ChatKey, Result};
+use crate::{ChatKey, ClusterView, Result};
 
 /// A place in a chat's queue, taken when a message is persisted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +137,10 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
 ///
 /// Fences (of turns and of leaderships) come from one counter per backend that only grows, so
 /// they stay monotonic per key also when idle state is evicted and re-created.
+///
+/// For operators, a backend may also keep one status document per incarnation
+/// ([`publish_status`](Coordinator::publish_status)) and show them with the leaderships'
+/// holders in a read-only [`ClusterView`] ([`cluster`](Coordinator::cluster)).
 #[async_trait]
 pub trait Coordinator: Send + Sync + 'static {
     /// The replica's id, unique among running replicas.
@@ -206,4 +210,26 @@ pub trait Coordinator: Send + Sync + 'static {
 
     /// Gives up leadership. Returns `false` when it was no longer ours.
     async fn resign(&self, leadership: &Leadership) -> Result<bool>;
+
+    /// Publishes this replica incarnation's status document, replacing the one it published
+    /// before. The backend keeps it `keep` after this call, then forgets it; until then
+    /// [`cluster`](Coordinator::cluster) lists it, alive or not.
+    ///
+    /// The document is opaque to the backend (the runtime writes JSON). Called from the
+    /// heartbeat loop, never on the message path. The default fails with
+    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
+        let _ = (status, keep);
+        Err(crate::Error::Unsupported { op: "publish_status" })
+    }
+
+    /// A read-only view of the replicas for an operator: every incarnation whose status
+    /// document is still kept (alive or not), and for each name of `leaderships` that has a
+    /// holder, its holder; names without one are left out. It changes nothing on the backend.
+    ///
+    /// The default fails with [`Error::Unsupported`](crate::Error::Unsupported).
+    async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
+        let _ = leaderships;
+        Err(crate::Error::Unsupported { op: "cluster" })
+    }
 }

@@ -39,6 +39,7 @@
 pub use async_trait::async_trait;
 pub use bytes::Bytes;
 
+mod cluster;
 mod coordinator;
 mod error;
 mod intake;
@@ -48,6 +49,7 @@ mod store;
 #[cfg(feature = "webhook")]
 pub mod webhook;
 
+pub use cluster::{ClusterView, LeaderEntry, ReplicaEntry};
 pub use coordinator::{Coordinator, DEFAULT_LEASE, Leadership, ReleaseOptions, Ticket, TurnGrant};
 pub use error::{BoxError, Error, ErrorKind, LeaseLostReason, Recovery, Result};
 pub use intake::{Admit, Intake, Verdict};
