@@ -2,7 +2,8 @@
 //!
 //! - `test`: starts the local Redis, PostgreSQL and MariaDB if they are down, creates the Python
 //!   environment of the Mongo wire server if it is missing, runs every test of the workspace
-//!   (nextest, then doctests), `tidy`, and the shop example end to end, and ends with one
+//!   (nextest, then doctests; with `botmesh-testing`'s `browser` feature, so headless Chromium
+//!   must be installed), `tidy`, and the shop example end to end, and ends with one
 //!   `N passed, N failed` line.
 //! - `tidy`: checks the architecture invariants of `docs/architecture.md` by machine.
 //! - `bench SUITE`: runs a benchmark suite in release mode; figures go to stdout and to
@@ -59,6 +60,12 @@ fn root() -> PathBuf {
 
 /// The variable that tells `botmesh_testing::MongoServer` which Python to run.
 const MONGO_PYTHON: &str = "BOTMESH_MONGO_PYTHON";
+
+/// Features that the tests and doctests are built with, on top of those the workspace members
+/// turn on: no member uses `botmesh-testing`'s `browser` feature, whose test drives headless
+/// Chromium (`.ci/run` installs it). The doctests are built with the same set, so that neither
+/// run rebuilds what the other built.
+const TEST_FEATURES: &str = "botmesh-testing/browser,botmesh-testing/webhook";
 
 fn cargo() -> Command {
     let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -146,13 +153,14 @@ fn test(filters: &[&str]) -> Result<()> {
         run_tee(
             cargo()
                 .args(["nextest", "run", "--workspace", "--profile", "ci"])
+                .args(["--features", TEST_FEATURES])
                 .args(filters)
                 .env(MONGO_PYTHON, &mongo_python),
         )?
     } else {
         run_tee(
             cargo()
-                .args(["test", "--workspace", "--all-targets"])
+                .args(["test", "--workspace", "--all-targets", "--features", TEST_FEATURES])
                 .args(filters)
                 .env(MONGO_PYTHON, &mongo_python),
         )?
@@ -166,7 +174,7 @@ fn test(filters: &[&str]) -> Result<()> {
 
     if filters.is_empty() {
         // The provider guide's example is a doc test of botmesh-testing's webhook feature.
-        let doc = ["test", "--doc", "--workspace", "--features", "botmesh-testing/webhook"];
+        let doc = ["test", "--doc", "--workspace", "--features", TEST_FEATURES];
         let (out, ok) = run_tee(cargo().args(doc))?;
         let (p, f) = count(&out);
         passed += p;

@@ -50,6 +50,9 @@
 //!   server on a free loopback port (its own configuration, maildir in a temporary directory,
 //!   mail delivered through `dovecot-lda`, sessions counted by Dovecot itself) and an SMTP sink
 //!   that records what a bot sends and can refuse the next mail, for testing e-mail bots.
+//! - `browser::Browser` (feature `browser`): headless Chromium driven over WebDriver through a
+//!   private `chromedriver` on a free loopback port, for tests that load a bot's HTML pages in
+//!   a real browser: read an element's text, wait for it to change, save a screenshot.
 //!
 //! # Example
 //!
@@ -80,6 +83,8 @@
 #[doc = include_str!("../../../docs/guide/providers.md")]
 pub struct ProvidersGuide;
 
+#[cfg(feature = "browser")]
+pub mod browser;
 mod conformance;
 mod coordinator_conformance;
 #[cfg(feature = "discord")]
@@ -105,6 +110,8 @@ mod webhook_provider;
 #[cfg(feature = "whatsapp-web")]
 pub mod whatsapp_web;
 
+#[cfg(feature = "browser")]
+pub use browser::Browser;
 pub use conformance::{racing_writers, store_conformance};
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
 #[cfg(feature = "discord")]
