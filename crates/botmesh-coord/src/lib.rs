@@ -56,6 +56,7 @@
 mod config;
 mod election;
 mod lead;
+mod metered;
 mod runtime;
 mod state;
 mod turns;

@@ -7,14 +7,18 @@ use std::time::Duration;
 use botmesh_core::BotError;
 use botmesh_core::coordination::{Coordination, Host, Journal, Own, Turn, TurnRun};
 use botmesh_core::retry;
+use botmesh_core::status::{CoordinationStatus, HeldTurn, Leading};
+use botmesh_core::telemetry;
 use botmesh_core::traits::{
-    ChatKey, Error, LeaseLostReason, ReleaseOptions, Ticket, TurnGrant, async_trait,
+    ChatKey, ClusterView, Coordinator, Error, LeaseLostReason, ReleaseOptions, Ticket, TurnGrant,
+    async_trait,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::election;
-use crate::state::{HeldTurn, State, lock};
+use crate::metered::Metered;
+use crate::state::{Hold, OurTurn, State, lock};
 use crate::turns::{self, Grants};
 use crate::{CoordinationConfig, ProviderSession};
 
@@ -27,15 +31,20 @@ pub(crate) struct Runtime {
     provider_down: Duration,
     step_down_pause: Duration,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The leadership names of the transports elected here (`provider:<id>`), for the cluster
+    /// view.
+    elected: Mutex<Vec<String>>,
 }
 
 impl Runtime {
     pub(crate) fn new(cfg: CoordinationConfig) -> Self {
         let replica_id = cfg.coordinator.replica_id().to_owned();
         let lease = cfg.coordinator.lease();
+        let coordinator: Arc<dyn Coordinator> = Arc::new(Metered::new(cfg.coordinator));
         Self {
+            elected: Mutex::default(),
             state: Arc::new(State {
-                coordinator: cfg.coordinator,
+                coordinator,
                 replica_id,
                 lease,
                 stall_after: lease * 2 / 3,
@@ -43,6 +52,8 @@ impl Runtime {
                 given_up_at: Mutex::new(None),
                 epoch: AtomicU64::new(0),
                 held: Mutex::default(),
+                turns_held: metrics::gauge!(telemetry::TURNS_HELD),
+                looped_at: Mutex::new(Instant::now()),
                 unreleased: Mutex::default(),
                 leading: Mutex::default(),
                 transports: Mutex::default(),
@@ -76,6 +87,7 @@ async fn heartbeat_loop(state: Arc<State>) {
             return;
         }
         let started = Instant::now();
+        *lock(&state.looped_at) = started;
         if started.duration_since(*lock(&state.renewed_at)) > state.stall_after {
             // This loop did not run for most of the lease (a frozen process, a blocked
             // runtime): the backend may have expired us already. Every turn granted before
@@ -99,6 +111,8 @@ async fn heartbeat_loop(state: Arc<State>) {
                     false
                 }
             };
+        let outcome = if renewed { "ok" } else { "error" };
+        metrics::counter!(telemetry::LEASE_RENEWALS, "outcome" => outcome).increment(1);
         if renewed {
             *lock(&state.renewed_at) = started;
         }
@@ -118,6 +132,46 @@ async fn heartbeat_loop(state: Arc<State>) {
             }
         }
     }
+}
+
+/// Publishes the bot's status every `lease / 3` for the other replicas (and their status
+/// pages) to read, kept long enough that a replica that died stays listed, as dead, for a
+/// while. A backend without status publishing ends the loop at its first refusal.
+async fn status_loop(state: Arc<State>) {
+    let every = state.lease / 3;
+    let keep = (state.lease * 4).max(Duration::from_secs(60));
+    loop {
+        if state.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Some(host) = state.host() {
+            match serde_json::to_string(&host.status()) {
+                Ok(doc) => {
+                    match tokio::time::timeout(every, state.coordinator.publish_status(&doc, keep))
+                        .await
+                    {
+                        Ok(Ok(())) => {}
+                        Ok(Err(Error::Unsupported { .. })) => return,
+                        Ok(Err(e)) => {
+                            tracing::debug!(target: "botmesh", error = %e, "publishing the status failed");
+                        }
+                        Err(_) => {
+                            tracing::debug!(target: "botmesh", "publishing the status timed out");
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(target: "botmesh", error = %e, "the status did not serialize")
+                }
+            }
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Milliseconds as a status shows them.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[async_trait]
@@ -146,7 +200,9 @@ impl Coordination for Runtime {
         let started = Instant::now();
         state.coordinator.heartbeat(state.lease).await?;
         *lock(&state.renewed_at) = started;
+        *lock(&state.looped_at) = started;
         lock(&self.tasks).push(tokio::spawn(heartbeat_loop(Arc::clone(state))));
+        lock(&self.tasks).push(tokio::spawn(status_loop(Arc::clone(state))));
         let (elected, shared): (Vec<_>, Vec<_>) =
             host.transports().into_iter().partition(|t| match self.provider_session {
                 ProviderSession::Leader => true,
@@ -163,6 +219,7 @@ impl Coordination for Runtime {
                 return Err(e);
             }
         }
+        *lock(&self.elected) = elected.iter().map(|t| format!("provider:{}", t.id)).collect();
         for transport in elected {
             let campaign = election::campaign(
                 Arc::clone(state),
@@ -222,8 +279,8 @@ impl Coordination for Runtime {
             },
         };
         let key = grant.key.clone();
-        lock(&state.held).insert(key.clone(), (grant.clone(), false));
-        Ok(Arc::new(HeldTurn { key, grant, epoch, state: Arc::clone(state) }))
+        state.hold(grant.clone());
+        Ok(Arc::new(OurTurn { key, grant, epoch, state: Arc::clone(state) }))
     }
 
     async fn withdraw(&self, ticket: Ticket) {
@@ -246,5 +303,51 @@ impl Coordination for Runtime {
     ) -> Option<Box<dyn TurnRun>> {
         let grants: Arc<dyn Grants> = Arc::clone(&self.state) as Arc<dyn Grants>;
         turns::begin(&grants, turn, own, sweep, journal).await
+    }
+
+    fn status(&self) -> CoordinationStatus {
+        let state = &self.state;
+        let now = Instant::now();
+        let mut status = CoordinationStatus::default();
+        {
+            let held = lock(&state.held);
+            status.turns_held = held.len();
+            let mut oldest: Vec<(&ChatKey, &Hold)> = held.iter().collect();
+            oldest.sort_unstable_by_key(|(_, hold)| hold.since);
+            status.oldest_turns = oldest
+                .into_iter()
+                .take(CoordinationStatus::TURNS_SHOWN)
+                .map(|(key, hold)| {
+                    let mut turn = HeldTurn::default();
+                    turn.chat = key.as_str().to_owned();
+                    turn.fence = hold.grant.fence;
+                    turn.held_ms = millis(now.duration_since(hold.since));
+                    turn
+                })
+                .collect();
+        }
+        let mut leading: Vec<Leading> = lock(&state.leading)
+            .values()
+            .map(|lead| {
+                let mut leading = Leading::default();
+                leading.name = lead.name.clone();
+                leading.fence = lead.fence;
+                leading
+            })
+            .collect();
+        leading.sort_by(|a, b| a.name.cmp(&b.name));
+        status.replica_id = state.replica_id.clone();
+        status.lease_ms = millis(state.lease);
+        status.renewed_ms_ago = millis(now.duration_since(*lock(&state.renewed_at)));
+        status.heartbeat_loop_ms_ago = millis(now.duration_since(*lock(&state.looped_at)));
+        status.stalled = state.stalled();
+        status.stepped_down = state.stepped_down.load(Ordering::SeqCst);
+        status.leading = leading;
+        status
+    }
+
+    async fn cluster(&self) -> Result<ClusterView, Error> {
+        let names = lock(&self.elected).clone();
+        self.state.coordinator.cluster(&names).await
     }
 }

@@ -14,6 +14,7 @@ use botmesh_core::traits::{
     async_trait,
 };
 use botmesh_core::{Event, FollowReason};
+use metrics::Gauge;
 use tokio::time::Instant;
 
 use crate::turns::Grants;
@@ -36,8 +37,12 @@ pub(crate) struct State {
     pub(crate) given_up_at: Mutex<Option<Instant>>,
     /// Bumped when this replica gives its leases up locally: turns from an older epoch are lost.
     pub(crate) epoch: AtomicU64,
-    /// The turns held now, by chat key, each with whether its loss was reported already.
-    pub(crate) held: Mutex<HashMap<ChatKey, (TurnGrant, bool)>>,
+    /// The turns held now, by chat key.
+    pub(crate) held: Mutex<HashMap<ChatKey, Hold>>,
+    /// How many turns are held, as a gauge.
+    pub(crate) turns_held: Gauge,
+    /// When the heartbeat loop last ran, renewal or not: the replica's liveness.
+    pub(crate) looped_at: Mutex<Instant>,
     /// Releases that failed on the wire (with whether the turn was used), retried by the
     /// heartbeat loop.
     pub(crate) unreleased: Mutex<Vec<(TurnGrant, ReleaseOptions)>>,
@@ -57,7 +62,32 @@ pub(crate) struct State {
     pub(crate) stepped_down: AtomicBool,
 }
 
+/// A turn this replica holds.
+pub(crate) struct Hold {
+    pub(crate) grant: TurnGrant,
+    /// Its loss was reported already.
+    pub(crate) reported: bool,
+    /// Since when.
+    pub(crate) since: Instant,
+}
+
 impl State {
+    /// Records a turn granted now.
+    pub(crate) fn hold(&self, grant: TurnGrant) {
+        let mut held = lock(&self.held);
+        let hold = Hold { grant: grant.clone(), reported: false, since: Instant::now() };
+        held.insert(grant.key, hold);
+        self.turns_held.set(held.len() as f64);
+    }
+
+    /// Forgets a turn given back; `None` when it was not held.
+    pub(crate) fn unhold(&self, key: &ChatKey) -> Option<TurnGrant> {
+        let mut held = lock(&self.held);
+        let hold = held.remove(key)?;
+        self.turns_held.set(held.len() as f64);
+        Some(hold.grant)
+    }
+
     pub(crate) fn host(&self) -> Option<Arc<dyn Host>> {
         lock(&self.host).clone()
     }
@@ -81,9 +111,9 @@ impl State {
         *lock(&self.given_up_at) = Some(Instant::now());
         let newly_lost: Vec<ChatKey> = lock(&self.held)
             .iter_mut()
-            .filter(|(_, (_, reported))| !*reported)
-            .map(|(key, (_, reported))| {
-                *reported = true;
+            .filter(|(_, hold)| !hold.reported)
+            .map(|(key, hold)| {
+                hold.reported = true;
                 key.clone()
             })
             .collect();
@@ -154,7 +184,10 @@ impl Grants for State {
     /// Gives a turn back. A dropped connection is ridden out at once; a longer outage goes to
     /// the heartbeat loop, which retries within `lease / 3`.
     async fn release(&self, turn: &Arc<dyn Turn>, options: ReleaseOptions) {
-        let Some((grant, _)) = lock(&self.held).remove(turn.key()) else { return };
+        let Some(grant) = self.unhold(turn.key()) else { return };
+        if options.hand_back {
+            metrics::counter!(botmesh_core::telemetry::HANDBACKS).increment(1);
+        }
         let released =
             retry::within(self.lease / 6, || self.coordinator.release_turn_with(&grant, &options));
         if let Err(e) = released.await {
@@ -165,14 +198,14 @@ impl Grants for State {
 }
 
 /// A turn held by this replica.
-pub(crate) struct HeldTurn {
+pub(crate) struct OurTurn {
     pub(crate) key: ChatKey,
     pub(crate) grant: TurnGrant,
     pub(crate) epoch: u64,
     pub(crate) state: Arc<State>,
 }
 
-impl Turn for HeldTurn {
+impl Turn for OurTurn {
     fn key(&self) -> &ChatKey {
         &self.key
     }

@@ -300,11 +300,11 @@ impl Run {
                 return None;
             }
             match journal.claim(&record).await {
-                Claim::Claimed(inbound) => {
+                Claim::Claimed(taken) => {
                     let changed_hands = std::mem::take(&mut self.changed_hands);
-                    let message = inbound.id.clone();
+                    let message = taken.inbound.id.clone();
                     self.pending = Some(Pending::TakenOver { record, message });
-                    return Some(Item::TakenOver { inbound, changed_hands });
+                    return Some(Item::TakenOver { taken, changed_hands });
                 }
                 Claim::Gone => {}
                 // Someone else has it, and may be handling it now: nothing after it in the

@@ -1,6 +1,7 @@
 //! The running bot: starting and stopping it, what it offers the coordination runtime
 //! (`BotHost`) and its providers' intakes (`Admission`).
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -10,6 +11,7 @@ use botmesh_traits::{
 };
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::builder::BotBuilder;
 use crate::coordination::{Host, TransportInfo};
@@ -17,6 +19,7 @@ use crate::dispatcher::{Accepted, Dispatcher};
 use crate::providers::Transport;
 use crate::scheduler::{self, JobDef};
 use crate::shared::Shared;
+use crate::status::ReplicaStatus;
 use crate::transport::Transports;
 use crate::{BotError, Event, Result, SchedulerLease, Texts, Warning};
 
@@ -33,6 +36,8 @@ struct BotInner {
     /// The repair queue's task (see `repair.rs`), ended by [`Bot::stop`] after the queues
     /// drained.
     repairer: Mutex<Option<JoinHandle<()>>>,
+    /// When the bot last started; `None` while it is stopped.
+    started_at: Mutex<Option<Instant>>,
 }
 
 impl BotInner {
@@ -151,6 +156,10 @@ impl Host for BotHost {
     async fn stop_transport(&self, provider: &str) -> Result<(), BotError> {
         self.inner()?.stop_transport(provider).await
     }
+
+    fn status(&self) -> ReplicaStatus {
+        self.0.upgrade().map(|inner| Bot { inner }.status()).unwrap_or_default()
+    }
 }
 
 /// A running bot: its providers, a store, and the flows, conversations and handlers it serves.
@@ -204,6 +213,7 @@ impl Bot {
                 scheduler_lease,
                 job_tasks: Mutex::new(Vec::new()),
                 repairer: Mutex::new(None),
+                started_at: Mutex::new(None),
             }),
         }
     }
@@ -240,8 +250,45 @@ impl Bot {
             }
         }
         self.start_jobs();
+        if let Ok(mut started) = self.inner.started_at.lock() {
+            *started = Some(Instant::now());
+        }
         shared.events.emit(Event::Started);
         Ok(())
+    }
+
+    /// Starts the bot, runs it until `signal` resolves, then stops it gracefully (see
+    /// [`Bot::stop`]): what a process that is one replica of a rolling deploy runs. Pass
+    /// [`shutdown_signal()`](crate::shutdown_signal) to stop on SIGTERM or Ctrl-C.
+    ///
+    /// ```no_run
+    /// # async fn demo(bot: botmesh_core::Bot) -> Result<(), botmesh_core::BotError> {
+    /// bot.run_until(botmesh_core::shutdown_signal()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until(&self, signal: impl Future<Output = ()>) -> Result<()> {
+        self.start().await?;
+        signal.await;
+        tracing::info!(target: "botmesh", "stopping on signal");
+        self.stop().await
+    }
+
+    /// Whether the bot is started and not stopping.
+    pub(crate) fn running(&self) -> bool {
+        !self.inner.stopping.load(Ordering::SeqCst) && self.started_at().is_some()
+    }
+
+    /// When the bot last started, while it runs.
+    pub(crate) fn started_at(&self) -> Option<Instant> {
+        self.inner.started_at.lock().ok().and_then(|s| *s)
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    pub(crate) fn queue_depth(&self) -> usize {
+        self.inner.dispatcher.queue_depth()
     }
 
     fn start_jobs(&self) {
@@ -346,6 +393,9 @@ impl Bot {
         if let Some(coordination) = &shared.coordination {
             coordination.step_down().await;
             coordination.stop().await;
+        }
+        if let Ok(mut started) = self.inner.started_at.lock() {
+            *started = None;
         }
         shared.events.emit(Event::Stopped);
         stopped

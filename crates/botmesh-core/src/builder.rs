@@ -16,6 +16,7 @@ use crate::providers::Providers;
 use crate::repair::Repairs;
 use crate::scheduler::{JobDef, JobFn, job_fn};
 use crate::shared::{Definitions, HandlerFn, HookFn, Shared};
+use crate::telemetry::{self, MeteredStore, Meters, TracePropagation, journal_backlog};
 use crate::{
     Bot, ConfigError, Conversation, Ctx, Durability, Event, Flow, Handover, JobCtx, MemoryStore,
     Message, SchedulerLease, TaskOptions, Texts, Timing, Trigger,
@@ -44,6 +45,7 @@ pub struct BotBuilder {
     scheduler_lease: Option<SchedulerLease>,
     handover: Handover,
     durability: Option<Durability>,
+    propagation: Option<Arc<dyn TracePropagation>>,
 }
 
 impl std::fmt::Debug for BotBuilder {
@@ -80,6 +82,7 @@ impl BotBuilder {
             scheduler_lease: None,
             handover: Handover::new(),
             durability: None,
+            propagation: None,
         }
     }
 
@@ -275,7 +278,19 @@ impl BotBuilder {
         self
     }
 
+    /// Keeps each journaled message's trace context with it, so that the span a replica that
+    /// takes the message over gives it links to the span it had where it arrived: see
+    /// [`telemetry`](crate::telemetry). Only with [`durability`](Self::durability), which
+    /// journals messages.
+    pub fn trace_propagation(mut self, propagation: impl TracePropagation) -> Self {
+        self.propagation = Some(Arc::new(propagation));
+        self
+    }
+
     /// Builds the bot.
+    ///
+    /// The bot takes its metric handles from the `metrics` recorder installed now: install
+    /// yours before (see [`telemetry`](crate::telemetry)).
     pub fn build(self) -> Result<Bot, ConfigError> {
         if self.providers.is_empty() {
             return Err(ConfigError::MissingProvider);
@@ -283,6 +298,12 @@ impl BotBuilder {
         let providers =
             Providers::new(self.providers).map_err(|id| ConfigError::DuplicateProvider { id })?;
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let store: Arc<dyn Store> = Arc::new(MeteredStore::new(store));
+        let meters = Meters::new(providers.iter().map(|t| &*t.id));
+        // The metrics count what events tell (hand-offs, leadership, errors) before anyone else
+        // hears of them.
+        let mut listeners: Vec<Listener> = vec![Arc::new(telemetry::observe)];
+        listeners.extend(self.listeners);
         let mut defs = HashMap::new();
         let mut triggered = Vec::new();
         let (mut has_persistent, mut has_resumable) = (false, false);
@@ -331,8 +352,10 @@ impl BotBuilder {
             cas_checkpoints,
             durability: self.durability,
             owner,
-            repairs: Repairs::new(),
-            events: EventBus::new(self.listeners, self.event_capacity),
+            repairs: Repairs::new(journal_backlog()),
+            events: EventBus::new(listeners, self.event_capacity),
+            meters,
+            propagation: self.propagation,
         });
         let mut task_ids = HashSet::new();
         let store_caps = shared.store.capabilities();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use botmesh_traits::{CasOutcome, CheckpointRecord, CheckpointWrite, Error, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 use crate::{FallbackReason, Message};
 
@@ -111,12 +112,17 @@ impl Rows<'_> {
         write: &CheckpointWrite,
         expected: Option<u64>,
     ) -> Result<CasOutcome, Error> {
-        if self.cas {
-            self.store.set_checkpoint_if(key, write, expected).await
-        } else {
-            let revision = self.store.set_checkpoint(key, write).await?;
-            Ok(CasOutcome::Written { revision })
+        let span = tracing::debug_span!(target: "botmesh", "checkpoint", expected);
+        async {
+            if self.cas {
+                self.store.set_checkpoint_if(key, write, expected).await
+            } else {
+                let revision = self.store.set_checkpoint(key, write).await?;
+                Ok(CasOutcome::Written { revision })
+            }
         }
+        .instrument(span)
+        .await
     }
 
     /// Deletes row `key` as of `revision`: with compare-and-set, a newer writer's row stays.

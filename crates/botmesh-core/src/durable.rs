@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState};
 use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+use tracing::{Instrument, Span};
 
-use crate::coordination::{Claim, RELEASED};
+use crate::coordination::{Claim, RELEASED, Taken};
 use crate::repair::Repair;
 use crate::shared::Shared;
 use crate::{BotError, Event};
@@ -90,21 +92,45 @@ pub(crate) enum Journaled {
     Failed,
 }
 
-/// Journals messages that arrived together, in one concurrent batch of appends.
+/// A journal record's payload: the message, and the trace context of its span where it
+/// arrived (see [`TracePropagation`](crate::telemetry::TracePropagation)). Replicas read the
+/// payload as an [`Inbound`], which ignores the extra field.
+#[derive(Serialize)]
+struct Payload<'a> {
+    #[serde(flatten)]
+    message: &'a Inbound,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<String>,
+}
+
+/// The trace context a payload keeps, if any.
+#[derive(Deserialize)]
+struct TraceOf {
+    #[serde(default)]
+    trace: Option<String>,
+}
+
+/// Journals messages that arrived together, in one concurrent batch of appends, each in a
+/// `journal` span inside its message's span.
 pub(crate) async fn journal<'a>(
     shared: &Shared,
-    messages: impl Iterator<Item = &'a Inbound>,
+    messages: impl Iterator<Item = (&'a Inbound, &'a Span)>,
 ) -> Vec<Journaled> {
     let Some(durability) = &shared.durability else { return Vec::new() };
-    let appends = messages.map(|inbound| async move {
-        let id = journal_id(inbound);
-        let payload = match serde_json::to_string(inbound) {
-            Ok(p) => p,
-            Err(e) => return (id, Err(Error::corrupt("an inbound message", e))),
+    let appends = messages.map(|(inbound, span)| {
+        let append = async move {
+            let id = journal_id(inbound);
+            let trace = shared.propagation.as_ref().and_then(|p| p.inject(span));
+            let payload = match serde_json::to_string(&Payload { message: inbound, trace }) {
+                Ok(p) => p,
+                Err(e) => return (id, Err(Error::corrupt("an inbound message", e))),
+            };
+            let key = inbound.key();
+            let record = InboxRecord::pending(&id, key.as_str(), payload, &shared.owner);
+            let appended = shared.store.inbox_append(&record, durability.retain).await;
+            (id, appended)
         };
-        let record = InboxRecord::pending(&id, inbound.key().as_str(), payload, &shared.owner);
-        let appended = shared.store.inbox_append(&record, durability.retain).await;
-        (id, appended)
+        append.instrument(tracing::debug_span!(target: "botmesh", parent: span, "journal"))
     });
     let results = join_all(appends).await;
     let mut out = Vec::with_capacity(results.len());
@@ -206,7 +232,13 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
                 id: inbound.id.clone(),
                 from: record.owner.clone(),
             });
-            Claim::Claimed(inbound)
+            // Only a payload journaled with a propagation keeps a context.
+            let trace = shared
+                .propagation
+                .as_ref()
+                .and_then(|_| serde_json::from_str::<TraceOf>(&record.payload).ok())
+                .and_then(|t| t.trace);
+            Claim::Claimed(Taken { inbound, from: record.owner.clone(), trace })
         }
         Err(e) => {
             let source = Error::corrupt(format!("journaled message {}", record.id), e);

@@ -129,6 +129,28 @@ impl BotError {
         }
     }
 
+    /// A short name of what failed, in snake case, as logs, metric labels and the status page
+    /// show it: the [`ErrorKind`] of a contract error, else the variant (`handler`, `panic`,
+    /// `gave_up`, ...). It never carries a message's content.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Contract(e) => e.kind().as_str(),
+            Self::GaveUp { .. } => "gave_up",
+            Self::Unhandled { .. } => "unhandled",
+            Self::Handler { .. } => "handler",
+            Self::Panic { .. } => "panic",
+            Self::StateNotJson { .. } => "state_not_json",
+            Self::CorruptCheckpoint { .. } => "corrupt_checkpoint",
+            Self::ReplayDiverged { .. } => "replay_diverged",
+            Self::UnknownConversation { .. } => "unknown_conversation",
+            Self::Idle { .. } => "idle",
+            Self::ConversationClosed => "conversation_closed",
+            Self::Config(_) => "config",
+            Self::Job { .. } => "job",
+            Self::NotRunning => "not_running",
+        }
+    }
+
     /// The class of the provider, store or coordinator error behind this one: a
     /// [`Contract`](Self::Contract) error, or one a handler, hook or conversation returned
     /// (as a [`BotError`] or an [`Error`]). `None` when no backend or transport is to blame.

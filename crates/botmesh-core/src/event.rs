@@ -1,11 +1,13 @@
 //! The typed event stream: one enum, delivered to callbacks, a broadcast channel and `tracing`.
 
-use std::sync::{Arc, RwLock};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use botmesh_traits::{ChatId, ChatKey, Delivery, LeaseLostReason, MessageId, TransportStatus};
 use tokio::sync::broadcast;
 
+use crate::status::Recent;
 use crate::{BotError, FallbackReason};
 
 /// Why a conversation ended.
@@ -308,16 +310,27 @@ pub enum Event {
 /// A callback registered with [`BotBuilder::on`](crate::BotBuilder::on).
 pub(crate) type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
 
-/// Fans events out to callbacks, broadcast subscribers and `tracing`.
+/// How many notable events a replica's status keeps.
+const RECENT: usize = 32;
+
+/// Fans events out to callbacks (the metrics' first: see `BotBuilder::build`), broadcast
+/// subscribers and `tracing`, and keeps the latest notable ones for the replica's status.
 pub(crate) struct EventBus {
     listeners: RwLock<Vec<Listener>>,
     tx: broadcast::Sender<Event>,
+    recent: Mutex<VecDeque<Recent>>,
 }
 
 impl EventBus {
     pub(crate) fn new(listeners: Vec<Listener>, capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(capacity.max(1));
-        Self { listeners: RwLock::new(listeners), tx }
+        let recent = Mutex::new(VecDeque::with_capacity(RECENT));
+        Self { listeners: RwLock::new(listeners), tx, recent }
+    }
+
+    /// The latest notable events, newest first.
+    pub(crate) fn recent(&self) -> Vec<Recent> {
+        self.recent.lock().map(|r| r.iter().cloned().collect()).unwrap_or_default()
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Event> {
@@ -326,6 +339,14 @@ impl EventBus {
 
     pub(crate) fn emit(&self, event: Event) {
         trace_event(&event);
+        if let Some(recent) = recent_of(&event)
+            && let Ok(mut kept) = self.recent.lock()
+        {
+            if kept.len() == RECENT {
+                kept.pop_back();
+            }
+            kept.push_front(recent);
+        }
         if let Ok(listeners) = self.listeners.read() {
             for l in listeners.iter() {
                 // A panicking listener must not take down the task that emits: a chat worker,
@@ -343,6 +364,46 @@ impl EventBus {
 
     pub(crate) fn error(&self, key: Option<&ChatKey>, error: BotError) {
         self.emit(Event::Error { key: key.cloned(), error: Arc::new(error) });
+    }
+}
+
+/// A notable event as a status shows it: no content, errors by label.
+fn recent_of(event: &Event) -> Option<Recent> {
+    let recent = |kind: &str, chat: Option<&ChatKey>, detail: String| {
+        Some(Recent {
+            at_ms: crate::clock::now_ms(),
+            kind: kind.to_owned(),
+            chat: chat.map(|c| c.as_str().to_owned()),
+            detail,
+        })
+    };
+    match event {
+        Event::Started => recent("started", None, String::new()),
+        Event::Stopped => recent("stopped", None, String::new()),
+        Event::Warning(w) => recent("warning", None, w.as_str().to_owned()),
+        Event::Transport { provider, status } => {
+            recent("transport", None, format!("{provider} {}", status_word(*status)))
+        }
+        Event::Leader { name, fence } => recent("leader", None, format!("{name} fence {fence}")),
+        Event::Follower { name, reason } => {
+            recent("follower", None, format!("{name} {}", reason.as_str()))
+        }
+        Event::TakenOver { key, from, .. } => recent("takeover", Some(key), format!("from {from}")),
+        Event::LeaseLost { key, reason } => {
+            recent("lease_lost", Some(key), reason.as_str().to_owned())
+        }
+        Event::Handover { key, name, outcome } => {
+            recent("handoff", Some(key), format!("{name} {}", outcome.as_str()))
+        }
+        Event::Error { key, error } => recent("error", key.as_ref(), error.label().to_owned()),
+        _ => None,
+    }
+}
+
+fn status_word(status: TransportStatus) -> &'static str {
+    match status {
+        TransportStatus::Open => "open",
+        _ => "closed",
     }
 }
 

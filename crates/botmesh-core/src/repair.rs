@@ -21,6 +21,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::event::EventBus;
+use crate::telemetry::Tally;
 
 use crate::coordination::RELEASED;
 
@@ -120,16 +121,24 @@ pub(crate) struct Repairs {
     wake: Notify,
     /// `true` while the bot stops: the task ends after its pass.
     stopping: watch::Sender<bool>,
+    /// How many writes are queued, for the metrics and the replica's status.
+    backlog: Tally,
 }
 
 impl Repairs {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(backlog: Tally) -> Self {
         Self {
+            backlog,
             queue: Mutex::new(Vec::new()),
             landing: tokio::sync::Mutex::default(),
             wake: Notify::new(),
             stopping: watch::channel(false).0,
         }
+    }
+
+    /// How many writes wait in the queue.
+    pub(crate) fn backlog(&self) -> usize {
+        self.backlog.get()
     }
 
     /// Watches a refused delivery's journal append, releasing it if it lands after all. Called
@@ -147,7 +156,10 @@ impl Repairs {
 
     /// Queues `repair`, to be tried after its first wait.
     pub(crate) fn push(&self, repair: Repair) {
-        lock(&self.queue).push(Queued::new(repair));
+        let mut queue = lock(&self.queue);
+        queue.push(Queued::new(repair));
+        self.backlog.set(queue.len());
+        drop(queue);
         self.wake.notify_one();
     }
 
@@ -211,7 +223,9 @@ impl Repairs {
             }
         }))
         .await;
-        lock(&self.queue).extend(tried.into_iter().flatten());
+        let mut queue = lock(&self.queue);
+        queue.extend(tried.into_iter().flatten());
+        self.backlog.set(queue.len());
     }
 
     /// Tries `repair` once, reporting a failure.

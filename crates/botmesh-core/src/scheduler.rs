@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::coordination::Coordination;
 use crate::dispatcher::panic_message;
-use crate::{Bot, BotError, ConfigError, Event};
+use crate::{Bot, BotError, ConfigError, Event, telemetry};
 
 /// When a job runs.
 #[derive(Debug, Clone)]
@@ -224,10 +224,15 @@ const STORE_LEASE: Duration = Duration::from_secs(15);
 async fn run_job(bot: &Bot, def: &JobDef, occurrence: u64) {
     let ctx = JobCtx { bot: bot.clone(), occurrence };
     let outcome = AssertUnwindSafe((def.f)(ctx)).catch_unwind().await;
+    let job = task_name(def);
+    let ok = matches!(outcome, Ok(Ok(())));
+    let outcome_label = if ok { "ok" } else { "error" };
+    metrics::counter!(telemetry::SCHEDULER_RUNS, "job" => job.clone(), "outcome" => outcome_label)
+        .increment(1);
     let error = match outcome {
         Ok(Ok(())) => return,
-        Ok(Err(source)) => BotError::Job { task: task_name(def), source },
-        Err(panic) => BotError::Job { task: task_name(def), source: panic_message(&*panic).into() },
+        Ok(Err(source)) => BotError::Job { task: job, source },
+        Err(panic) => BotError::Job { task: job, source: panic_message(&*panic).into() },
     };
     bot.emit(Event::Error { key: None, error: Arc::new(error) });
 }
@@ -262,6 +267,8 @@ pub(crate) async fn durable(
     {
         match last_claimed(&*store, record).await {
             Ok(Some(last)) if last < latest => {
+                metrics::counter!(telemetry::SCHEDULER_MISSES, "job" => task.id.clone())
+                    .increment(1);
                 if claim(&*store, record, latest).await.unwrap_or(false)
                     && task.missed == Missed::RunOnce
                 {

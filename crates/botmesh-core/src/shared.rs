@@ -11,6 +11,7 @@ use botmesh_traits::{BoxError, Bytes, Error, Inbound, Outbound, SendReceipt, Sto
 use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 use crate::checkpoint;
 use crate::coordination::{Coordination, TurnSlot};
@@ -19,6 +20,7 @@ use crate::flow::Def;
 use crate::providers::Providers;
 use crate::repair::{Journal, Repairs};
 use crate::retry;
+use crate::telemetry::{Meters, TracePropagation};
 use crate::{BotError, Ctx, Durability, Event, Handover, Message, Result, Texts, Trigger};
 
 /// How long an outbox claim whose reply was lost is asked again before the send fails.
@@ -77,6 +79,10 @@ pub(crate) struct Shared {
     pub(crate) repairs: Repairs,
     /// Where events go: listeners, subscribers, and `tracing`.
     pub(crate) events: EventBus,
+    /// The metric handles of the message path.
+    pub(crate) meters: Meters,
+    /// Carries message traces through the journal, when the user set one.
+    pub(crate) propagation: Option<Arc<dyn TracePropagation>>,
 }
 
 impl Shared {
@@ -102,7 +108,8 @@ impl Shared {
         outbox: Option<String>,
     ) -> Result<SendReceipt> {
         turn.check()?;
-        turn.effect(self.send_once_checked(turn, message, via, outbox)).await
+        let span = tracing::debug_span!(target: "botmesh", "send", provider = via);
+        turn.effect(self.send_once_checked(turn, message, via, outbox)).instrument(span).await
     }
 
     /// [`Shared::send_once`] once the turn was checked.
@@ -130,6 +137,7 @@ impl Shared {
             self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
             return Ok(SendReceipt::new(None));
         };
+        let _in_flight = self.meters.outbox_backlog.hold();
         let message = message.clone().with_idempotency_key(key);
         let chat = || botmesh_traits::ChatKey::new(message.chat.as_str());
         let receipt = match self.send(&message, Some(via)).await {

@@ -212,6 +212,30 @@ pub enum ErrorKind {
     Configuration,
 }
 
+impl ErrorKind {
+    /// The kind in snake case, as logs and metric labels show it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::LeaseLost => "lease_lost",
+            Self::ProviderNotLeader => "provider_not_leader",
+            Self::CoordinationUnavailable => "coordination_unavailable",
+            Self::Store => "store",
+            Self::Unsupported => "unsupported",
+            Self::Provider => "provider",
+            Self::TransportClosed => "transport_closed",
+            Self::RateLimited => "rate_limited",
+            Self::Unauthorized => "unauthorized",
+            Self::RecipientGone => "recipient_gone",
+            Self::TooLarge => "too_large",
+            Self::NoSuchProvider => "no_such_provider",
+            Self::WindowClosed => "window_closed",
+            Self::Corrupt => "corrupt",
+            Self::InvalidInput => "invalid_input",
+            Self::Configuration => "configuration",
+        }
+    }
+}
+
 /// What to do about a failed operation: the one classification every part of botmesh uses to
 /// decide between trying again, leaving the work to another replica, and giving up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -19,11 +19,14 @@ mod slot;
 use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, Error, ReleaseOptions, Ticket, TransportStatus, async_trait};
+use botmesh_traits::{
+    ChatKey, ClusterView, Error, ReleaseOptions, Ticket, TransportStatus, async_trait,
+};
 
 pub(crate) use self::run::Local;
-pub use self::run::{Claim, Item, Journal, Outcome, Own, RELEASED, Recorded, TurnRun};
+pub use self::run::{Claim, Item, Journal, Outcome, Own, RELEASED, Recorded, Taken, TurnRun};
 pub(crate) use self::slot::TurnSlot;
+use crate::status::{CoordinationStatus, ReplicaStatus};
 use crate::{BotError, Event};
 
 /// A chat's turn, held by this replica while one message (or one conversation timer) is
@@ -73,6 +76,10 @@ impl TransportInfo {
 pub trait Host: Send + Sync + 'static {
     /// Emits an event on the bot's event stream.
     fn emit(&self, event: Event);
+
+    /// The bot's status, which the runtime publishes for the other replicas to read (see
+    /// [`Coordination::cluster`]).
+    fn status(&self) -> ReplicaStatus;
 
     /// The bot's providers, in the order they were added.
     fn transports(&self) -> Vec<TransportInfo>;
@@ -166,4 +173,18 @@ pub trait Coordination: Send + Sync + 'static {
     /// of the chat stays waiting in this replica's memory. A release that fails on the wire is
     /// retried by the runtime.
     async fn release(&self, turn: Arc<dyn Turn>, options: ReleaseOptions);
+
+    /// This replica's coordination as its status shows it: its lease, its turns, what it
+    /// leads. Read by [`Bot::status`](crate::Bot::status) and the health probes; cheap, and
+    /// without a backend call.
+    fn status(&self) -> CoordinationStatus {
+        CoordinationStatus::default()
+    }
+
+    /// The replicas as the backend sees them: each one's last published status (see
+    /// [`Host::status`]), and the leader of each exclusive transport. One read of the backend,
+    /// for an operator; never on the message path.
+    async fn cluster(&self) -> Result<ClusterView, Error> {
+        Err(Error::Unsupported { op: "cluster" })
+    }
 }

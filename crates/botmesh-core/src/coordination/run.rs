@@ -56,8 +56,8 @@ pub enum Own {
 pub enum Item {
     /// A journaled message another replica left, claimed for this turn.
     TakenOver {
-        /// The message.
-        inbound: Inbound,
+        /// The message, and where it came from.
+        taken: Taken,
         /// Whether in-memory conversation state of the chat is stale (the first item of a
         /// turn that changed hands).
         changed_hands: bool,
@@ -90,6 +90,26 @@ impl Outcome {
     }
 }
 
+/// A journaled message claimed from the replica that left it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Taken {
+    /// The message.
+    pub inbound: Inbound,
+    /// The incarnation it was claimed from ([`RELEASED`] for a hand-back).
+    pub from: String,
+    /// The trace context its journal record keeps (see
+    /// [`TracePropagation`](crate::telemetry::TracePropagation)).
+    pub trace: Option<String>,
+}
+
+impl Taken {
+    /// A message claimed from `from`, without a trace context.
+    pub fn new(inbound: Inbound, from: impl Into<String>) -> Self {
+        Self { inbound, from: from.into(), trace: None }
+    }
+}
+
 /// What [`Journal::claim`] found.
 #[derive(Debug)]
 #[allow(
@@ -98,7 +118,7 @@ impl Outcome {
 )]
 pub enum Claim {
     /// This replica's now, to handle.
-    Claimed(Inbound),
+    Claimed(Taken),
     /// Nothing to handle: acknowledged meanwhile, gone from the journal, or corrupt (reported
     /// and acknowledged, so nobody tries again).
     Gone,

@@ -17,6 +17,7 @@ use super::worker::Worker;
 use crate::conv::{Input, Link, Park};
 use crate::flow::Def;
 use crate::runner::{self, Next, Resume};
+use crate::shared::Shared;
 use crate::texts::keys;
 use crate::{BotError, ConvCtx, EndReason, Event, Message, Result};
 
@@ -37,6 +38,25 @@ pub(super) struct Active {
     pub(super) timer_queued: bool,
     /// A timer job that could not get its turn is tried again no sooner than this.
     pub(super) timer_retry_at: Instant,
+    /// Counts it among the replica's live conversations while it exists.
+    pub(super) _live: Live,
+}
+
+/// Counts a conversation among the replica's live ones from its start until it is dropped,
+/// whichever way it ends.
+pub(super) struct Live(Arc<Shared>);
+
+impl Live {
+    fn new(shared: Arc<Shared>) -> Self {
+        shared.meters.conversations.add(1);
+        Self(shared)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.meters.conversations.sub(1);
+    }
 }
 
 impl Active {
@@ -117,6 +137,7 @@ impl Worker {
             parked: None,
             timer_queued: false,
             timer_retry_at: Instant::now(),
+            _live: Live::new(Arc::clone(&shared)),
         });
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use botmesh_traits::{Error, Inbound, Ticket};
 use tokio::time::Instant;
+use tracing::Span;
 
 use super::Accepted;
 use super::dedupe::Waiter;
@@ -60,6 +61,8 @@ pub(super) struct Job {
     pub(super) journal: Journal,
     /// A sender waiting to acknowledge the message (see [`Dispatcher::accept`]).
     pub(super) accepted: Option<Waiter>,
+    /// The message's span, from its arrival to its acknowledgement (none for other work).
+    pub(super) span: Span,
 }
 
 impl Job {
@@ -69,6 +72,7 @@ impl Job {
             ticket: None,
             journal: Journal::Off,
             accepted: None,
+            span: Span::none(),
         }
     }
 

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use botmesh_traits::{ChatKey, Content, Error, Inbound};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 mod conversation;
 mod dedupe;
@@ -49,7 +49,9 @@ use self::dedupe::{Dedupe, Seen, Waiter};
 use self::job::{Job, Journal, Work};
 use self::ticketer::ticketer;
 use self::worker::Worker;
+use crate::coordination::Taken;
 use crate::shared::Shared;
+use crate::telemetry::MessageSpan;
 use crate::{BotError, Event, Result};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,6 +153,8 @@ impl Dispatcher {
             return Err(BotError::NotRunning);
         }
         let key = inbound.key();
+        let meters = self.shared.meters.provider(&inbound.provider);
+        meters.received.increment(1);
         let (size, limit) = (body_size(&inbound.content), self.shared.def.max_body_bytes);
         if size > limit {
             let too_large =
@@ -168,6 +172,7 @@ impl Dispatcher {
                 return Err(Error::CoordinationUnavailable { reason, source: None }.into());
             }
             Some(_) => {
+                meters.deduplicated.increment(1);
                 self.shared.events.emit(Event::Duplicate { key, id: inbound.id });
                 return Ok(Accepted::Duplicate);
             }
@@ -176,10 +181,11 @@ impl Dispatcher {
             let id = (inbound.provider.clone(), inbound.id.as_str().to_owned());
             Waiter::new(tx, Arc::clone(&self.dedupe), id)
         });
-        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.one_more();
         let journal =
             if self.shared.durability.is_some() { Journal::Pending } else { Journal::Off };
-        let mut job = Job { work: Work::Message(inbound), ticket: None, journal, accepted };
+        let span = MessageSpan::arrived(&inbound, &key, &self.shared.owner);
+        let mut job = Job { work: Work::Message(inbound), ticket: None, journal, accepted, span };
         if self.shared.coordination.is_none() && self.shared.durability.is_none() {
             // Nothing to write first: queued is as safe as it gets.
             job.answer(Ok(()));
@@ -193,14 +199,16 @@ impl Dispatcher {
 
     /// Queues a message that is already in the journal under `id`: one an earlier process on
     /// the same store left pending (a single process replays them at start).
-    pub(crate) fn requeue(self: &Arc<Self>, inbound: Inbound, id: String) {
-        let key = inbound.key();
-        self.pending.fetch_add(1, Ordering::SeqCst);
+    pub(crate) fn requeue(self: &Arc<Self>, taken: Taken, id: String) {
+        let key = taken.inbound.key();
+        self.one_more();
+        let span = self.taken_span(&taken);
         let job = Job {
-            work: Work::Message(inbound),
+            work: Work::Message(taken.inbound),
             ticket: None,
             journal: Journal::Recorded { id, since: Instant::now(), first: false },
             accepted: None,
+            span,
         };
         if !self.enqueue(&key, job) {
             // Stopping: the record stays pending in the journal for another replica.
@@ -217,9 +225,10 @@ impl Dispatcher {
             ticket: None,
             journal: Journal::Off,
             accepted: None,
+            span: Span::none(),
         };
         // Counted like a message: the bot is not idle while it takes messages over.
-        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.one_more();
         if !self.enqueue(key, job) {
             self.done_one();
         }
@@ -279,15 +288,33 @@ impl Dispatcher {
             seen_chat: false,
             outcome: crate::coordination::Outcome::default(),
             leftover: None,
+            failed: AtomicBool::new(false),
         };
         tokio::spawn(worker.run(worker_rx).instrument(span));
         true
     }
 
+    /// The span of a message taken over here.
+    pub(super) fn taken_span(&self, taken: &Taken) -> Span {
+        MessageSpan::taken_over(taken, &self.shared.owner, self.shared.propagation.as_deref())
+    }
+
+    /// Counts one more message (or takeover) queued and not finished.
+    fn one_more(&self) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.shared.meters.queue_depth.increment(1.0);
+    }
+
     fn done_one(&self) {
+        self.shared.meters.queue_depth.decrement(1.0);
         if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.idle.notify_waiters();
         }
+    }
+
+    /// Messages (and takeovers) queued and not finished.
+    pub(crate) fn queue_depth(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
     }
 
     /// Waits until every queued message has been handled.
@@ -342,7 +369,6 @@ impl Dispatcher {
     }
 }
 
-/// Milliseconds since the Unix epoch.
 /// The bytes a message's content weighs against the body limit: its text, and the raw
 /// payload of content the provider could not map.
 fn body_size(content: &Content) -> usize {
@@ -351,10 +377,4 @@ fn body_size(content: &Content) -> usize {
         Content::Edit { content, .. } => body_size(content),
         other => other.as_text().map_or(0, str::len),
     }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

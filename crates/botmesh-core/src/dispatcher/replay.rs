@@ -64,8 +64,8 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
                 continue;
             }
             // One process: the records an earlier process left, queued again at start.
-            if let Claim::Claimed(inbound) = durable::claim(&shared, &record).await {
-                dispatcher.requeue(inbound, record.id);
+            if let Claim::Claimed(taken) = durable::claim(&shared, &record).await {
+                dispatcher.requeue(taken, record.id);
             }
         }
         for (key, owners) in chats {

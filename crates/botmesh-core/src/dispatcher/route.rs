@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use botmesh_traits::{ChatRecord, ErrorKind, Inbound, Recovery};
 use futures_util::FutureExt;
-use tracing::Instrument;
 
 use super::exits::Exit;
 use super::job::Work;
+use super::panic_message;
 use super::resume::Found;
 use super::worker::Worker;
-use super::{now_ms, panic_message};
+use crate::clock::now_ms;
 use crate::conv::Input;
 use crate::flow::Def;
 use crate::handover::FlowHandover;
@@ -22,9 +22,9 @@ impl Worker {
     /// Runs the work; returns whether it did anything (a stale timer does not).
     pub(super) async fn work(&mut self, work: Work, changed_hands: bool) -> bool {
         match work {
+            // In the message's span (see `Worker::run_job`).
             Work::Message(inbound) => {
-                let span = tracing::debug_span!("message", id = %inbound.id);
-                self.on_message(inbound, changed_hands).instrument(span).await;
+                self.on_message(inbound, changed_hands).await;
                 true
             }
             Work::Timer { serial, park, timer } => self.on_timer(serial, park, timer).await,

@@ -18,7 +18,7 @@ use crate::shared::Shared;
 pub(super) async fn journal_jobs(shared: &Arc<Shared>, jobs: &mut [Job]) {
     let inbound = jobs.iter().filter(|j| matches!(j.journal, Journal::Pending)).filter_map(|j| {
         match &j.work {
-            Work::Message(m) => Some(m),
+            Work::Message(m) => Some((m, &j.span)),
             Work::Timer { .. } | Work::TakeOver { .. } => None,
         }
     });

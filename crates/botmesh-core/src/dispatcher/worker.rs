@@ -6,13 +6,14 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh_traits::{ChatKey, Error, ReleaseOptions, Ticket};
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::{Instrument, Span};
 
 use super::conversation::Active;
 use super::job::{Held, Job, Journal, TIMER_RETRY, Work};
@@ -39,6 +40,8 @@ pub(super) struct Worker {
     pub(super) outcome: Outcome,
     /// A message kept for a resumed flow's next wait that the flow ended without taking.
     pub(super) leftover: Option<Message>,
+    /// An error was reported while the work running now ran.
+    pub(super) failed: AtomicBool,
 }
 
 impl Worker {
@@ -119,13 +122,19 @@ impl Worker {
         }
     }
 
-    /// Runs one job under the chat's turn (when coordinated), bounded by `settle`. The turn's
-    /// run says what to handle, in the chat's journal order (what other replicas left, and the
-    /// job's own work), and finishes the job's message (acknowledged or handed back) with the
-    /// turn.
+    /// Runs one job under the chat's turn (when coordinated), bounded by `settle`, in its
+    /// message's span. The turn's run says what to handle, in the chat's journal order (what
+    /// other replicas left, and the job's own work), and finishes the job's message
+    /// (acknowledged or handed back) with the turn.
     pub(super) async fn run_job(&mut self, mut job: Job) {
+        let span = std::mem::replace(&mut job.span, Span::none());
+        self.run_job_in(job, &span).instrument(span.clone()).await;
+    }
+
+    async fn run_job_in(&mut self, mut job: Job, span: &Span) {
         let shared = Arc::clone(self.shared());
         if self.disp.handing_back() {
+            span.record("outcome", "handed_back");
             return self.hand_back_job(job).await;
         }
         if matches!(job.journal, Journal::Pending) {
@@ -138,11 +147,16 @@ impl Worker {
         let mut first = false;
         let own = match (journal, &work) {
             (Journal::Duplicate, Work::Message(m)) => {
+                span.record("outcome", "duplicate");
+                shared.meters.provider(&m.provider).deduplicated.increment(1);
                 shared.events.emit(Event::Duplicate { key: self.key.clone(), id: m.id.clone() });
                 return;
             }
             // Its sender was told to deliver it again.
-            (Journal::Refused | Journal::Elsewhere, _) => return,
+            (Journal::Refused | Journal::Elsewhere, _) => {
+                span.record("outcome", "refused");
+                return;
+            }
             // Kept to queue the message again if its effect cannot be stored.
             (Journal::Recorded { id, since, first: f }, Work::Message(m)) => {
                 first = f;
@@ -155,7 +169,18 @@ impl Worker {
             Own::Journaled(recorded) => Some(recorded.id.clone()),
             _ => None,
         };
-        let Ok(held) = self.acquire(ticket, &work, id.as_deref()).await else { return };
+        let waited = Instant::now();
+        let wait = tracing::debug_span!(target: "botmesh", "turn.wait");
+        let Ok(held) = self.acquire(ticket, &work, id.as_deref()).instrument(wait).await else {
+            span.record("outcome", "handed_back");
+            return;
+        };
+        let held_since = Instant::now();
+        let under_turn = held.is_some();
+        if let Some((_, turn)) = &held {
+            shared.meters.turn_wait.record(held_since.duration_since(waited));
+            span.record("fence", turn.fence());
+        }
         let sweep = match &work {
             Work::TakeOver { passed } => passed.clone(),
             _ => Vec::new(),
@@ -181,25 +206,63 @@ impl Worker {
         };
         let mut work = Some(work);
         while let Some(item) = run.next().await {
-            let outcome = match item {
-                Item::TakenOver { inbound, changed_hands } => {
+            match item {
+                Item::TakenOver { taken, changed_hands } => {
+                    // A message of its own, with a span of its own, linked to where it arrived.
+                    let taken_span = self.disp.taken_span(&taken);
+                    if let Some(fence) = self.turn.fence() {
+                        taken_span.record("fence", fence);
+                    }
                     self.turn.set_first_attempt(false);
-                    self.bounded(Work::Message(inbound), changed_hands).await
+                    let work = Work::Message(taken.inbound);
+                    let outcome = self
+                        .handle(work, changed_hands, &taken_span)
+                        .instrument(taken_span.clone())
+                        .await;
+                    run.done(outcome).instrument(taken_span).await;
                 }
                 Item::Own { changed_hands } => {
                     self.turn.set_first_attempt(first);
-                    match work.take() {
-                        Some(work) => self.bounded(work, changed_hands).await,
+                    let outcome = match work.take() {
+                        Some(work) => self.handle(work, changed_hands, span).await,
                         None => Outcome::default(),
-                    }
+                    };
+                    run.done(outcome).await;
                 }
-            };
-            run.done(outcome).await;
+            }
         }
         let retain = self.waiting_for();
         // Nothing new may act under the turn from here on: it goes back.
         self.turn.set(None);
-        run.finish(retain).await;
+        run.finish(retain).instrument(tracing::debug_span!(target: "botmesh", "finish")).await;
+        if under_turn {
+            shared.meters.turn_hold.record(held_since.elapsed());
+        }
+    }
+
+    /// Runs `work` in a `handle` span, bounded like [`Worker::bounded`], and counts a message
+    /// that failed; `span` is the message's.
+    async fn handle(&mut self, work: Work, changed_hands: bool, span: &Span) -> Outcome {
+        let shared = Arc::clone(self.shared());
+        let meters = match &work {
+            Work::Message(m) => Some(shared.meters.provider(&m.provider)),
+            Work::Timer { .. } | Work::TakeOver { .. } => None,
+        };
+        self.failed.store(false, Ordering::Relaxed);
+        let outcome = self
+            .bounded(work, changed_hands)
+            .instrument(tracing::debug_span!(target: "botmesh", "handle"))
+            .await;
+        if let Some(meters) = meters {
+            let failed = self.failed.load(Ordering::Relaxed) || outcome.unfinished();
+            span.record("outcome", if failed { "failed" } else { "handled" });
+            if failed {
+                meters.failed.increment(1);
+            } else {
+                meters.handled.increment(1);
+            }
+        }
+        outcome
     }
 
     /// Hands back a job a stopping bot has no time left for: its ticket is withdrawn and its
@@ -360,6 +423,7 @@ impl Worker {
     }
 
     pub(super) fn report(&self, error: BotError) {
+        self.failed.store(true, Ordering::Relaxed);
         self.shared().events.error(Some(&self.key), error);
     }
 }

@@ -1,0 +1,126 @@
+//! The coordination backend as the runtime uses it: every call timed into
+//! [`COORDINATOR_CALLS`] by operation and outcome, then passed on unchanged.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_core::telemetry::COORDINATOR_CALLS;
+use botmesh_core::traits::{
+    ChatKey, ClusterView, Coordinator, Leadership, ReleaseOptions, Result, Ticket, TurnGrant,
+    async_trait,
+};
+use metrics::{Histogram, histogram};
+use tokio::time::Instant;
+
+/// The backend operations, in the order of the handles in [`Metered`].
+const OPS: [&str; 12] = [
+    "take_ticket",
+    "take_tickets",
+    "wait_turn",
+    "release_turn",
+    "release_turn_with",
+    "cancel_ticket",
+    "is_alive",
+    "heartbeat",
+    "try_lead",
+    "resign",
+    "publish_status",
+    "cluster",
+];
+
+/// A backend whose calls are timed.
+pub(crate) struct Metered {
+    inner: Arc<dyn Coordinator>,
+    /// Per operation of [`OPS`], the histograms of calls that succeeded and that failed.
+    calls: Vec<(Histogram, Histogram)>,
+}
+
+impl Metered {
+    /// Wraps `inner`, taking the histograms from the recorder installed now.
+    pub(crate) fn new(inner: Arc<dyn Coordinator>) -> Self {
+        let calls = OPS
+            .iter()
+            .map(|op| {
+                (
+                    histogram!(COORDINATOR_CALLS, "op" => *op, "outcome" => "ok"),
+                    histogram!(COORDINATOR_CALLS, "op" => *op, "outcome" => "error"),
+                )
+            })
+            .collect();
+        Self { inner, calls }
+    }
+
+    async fn timed<T>(&self, op: usize, call: impl Future<Output = Result<T>>) -> Result<T> {
+        let started = Instant::now();
+        let result = call.await;
+        if let Some((ok, failed)) = self.calls.get(op) {
+            let took = started.elapsed();
+            if result.is_ok() { ok.record(took) } else { failed.record(took) }
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl Coordinator for Metered {
+    fn replica_id(&self) -> &str {
+        self.inner.replica_id()
+    }
+
+    fn incarnation(&self) -> &str {
+        self.inner.incarnation()
+    }
+
+    fn lease(&self) -> Duration {
+        self.inner.lease()
+    }
+
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
+        self.timed(0, self.inner.take_ticket(key)).await
+    }
+
+    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
+        self.timed(1, self.inner.take_tickets(key, count)).await
+    }
+
+    async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
+        self.timed(2, self.inner.wait_turn(ticket, timeout)).await
+    }
+
+    async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
+        self.timed(3, self.inner.release_turn(grant)).await
+    }
+
+    async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+        self.timed(4, self.inner.release_turn_with(grant, options)).await
+    }
+
+    async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
+        self.timed(5, self.inner.cancel_ticket(ticket)).await
+    }
+
+    async fn is_alive(&self, incarnation: &str) -> Result<bool> {
+        self.timed(6, self.inner.is_alive(incarnation)).await
+    }
+
+    async fn heartbeat(&self, lease: Duration) -> Result<()> {
+        self.timed(7, self.inner.heartbeat(lease)).await
+    }
+
+    async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
+        self.timed(8, self.inner.try_lead(name, lease)).await
+    }
+
+    async fn resign(&self, leadership: &Leadership) -> Result<bool> {
+        self.timed(9, self.inner.resign(leadership)).await
+    }
+
+    async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
+        self.timed(10, self.inner.publish_status(status, keep)).await
+    }
+
+    async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
+        self.timed(11, self.inner.cluster(leaderships)).await
+    }
+}
