@@ -1,7 +1,7 @@
 //! The architecture invariants of `docs/architecture.md`, checked by machine.
 //!
 //! Each crate under `crates/` says what it is in `[package.metadata.botmesh] kind`:
-//! `contract`, `runtime`, `coordination`, `testing`, `store` or `provider`.
+//! `contract`, `runtime`, `coordination`, `testing`, `store`, `provider` or `operations`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -136,7 +136,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         crates.iter().map(|k| (k.name.as_str(), k.kind.as_str())).collect();
 
     for k in &crates {
-        if !["contract", "runtime", "coordination", "testing", "store", "provider"]
+        if !["contract", "runtime", "coordination", "testing", "store", "provider", "operations"]
             .contains(&k.kind.as_str())
         {
             problems
@@ -177,6 +177,8 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             "store" => &["provider"],
             "runtime" => &["coordination", "store", "provider"],
             "contract" => &["runtime", "coordination", "store", "provider", "testing"],
+            // It serves any bot, whatever its backends.
+            "operations" => &["coordination", "store", "provider", "testing"],
             _ => &[],
         };
         if forbidden.is_empty() {

@@ -1,0 +1,35 @@
+//! The Prometheus exporter: `metrics-exporter-prometheus`'s recorder, rendered on scrape.
+
+use botmesh_core::telemetry;
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+
+pub use metrics_exporter_prometheus::PrometheusHandle;
+
+/// The histogram buckets of every `_seconds` metric: from a Redis round trip on loopback to a
+/// turn waited for behind a slow conversation step.
+const BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// Why the exporter could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrometheusError {
+    /// The recorder could not be built or installed (another recorder is installed already).
+    #[error("installing the Prometheus recorder")]
+    Install(#[source] BuildError),
+}
+
+/// Installs the Prometheus recorder as the process's `metrics` recorder, with histogram
+/// buckets for botmesh's `_seconds` metrics and botmesh's metric descriptions, and returns the
+/// handle to give [`Ops::metrics`](crate::Ops::metrics). Call it once, before building the
+/// bot. With a recorder of your own, give its handle instead and call
+/// [`telemetry::describe`].
+pub fn install_prometheus() -> Result<PrometheusHandle, PrometheusError> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &BUCKETS)
+        .map_err(PrometheusError::Install)?
+        .install_recorder()
+        .map_err(PrometheusError::Install)?;
+    telemetry::describe();
+    Ok(handle)
+}
