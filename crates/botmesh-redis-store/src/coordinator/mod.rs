@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use botmesh_traits::{
-    BoxError, ChatKey, ClusterView, Coordinator, Error, LeaderEntry, Leadership, ReleaseOptions,
-    ReplicaEntry, Result, Ticket, TurnGrant, async_trait,
+    BoxError, ChatKey, ClusterView, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket,
+    TurnGrant, async_trait,
 };
 use futures_util::future::join_all;
 use redis::Script;
@@ -15,9 +15,10 @@ use tokio::time::Instant;
 
 use crate::RedisOptions;
 use crate::conn::{Conn, Connect, idempotent};
-use crate::keys::{KeyLayout, Keys};
+use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
 
+mod view;
 mod wake;
 mod withdraw;
 
@@ -285,80 +286,6 @@ impl RedisCoordinator {
         self.waiters.deliver(&grant.key, reply.get(1..).unwrap_or_default());
         Ok(reply.first().is_some_and(|ok| ok == "1"))
     }
-
-    /// One run of the cluster script over `keys` (see [`scripts::CLUSTER`]): its replica rows
-    /// and its leader rows, flat.
-    async fn read_cluster(
-        &self,
-        keys: &[String],
-        alive_prefix: &str,
-        doc_prefix: &str,
-    ) -> Result<(Vec<String>, Vec<String>)> {
-        let mut invocation = self.scripts.cluster.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        invocation.arg(alive_prefix).arg(doc_prefix);
-        let invocation = &invocation;
-        idempotent(|| async move { invocation.invoke_async(&mut self.conn()).await })
-            .await
-            .map_err(|e| unavailable("reading the cluster view", e))
-    }
-}
-
-/// The rows of `flat`, each `N` fields long.
-fn rows<const N: usize>(flat: &[String], what: &str) -> Result<Vec<[String; N]>> {
-    let chunks = flat.chunks_exact(N);
-    if !chunks.remainder().is_empty() {
-        return Err(Error::corrupt(format!("{what} rows"), format!("{flat:?}")));
-    }
-    Ok(chunks.map(|c| std::array::from_fn(|i| c[i].clone())).collect())
-}
-
-/// A liveness flag the script read: `None` when it could not (the key lives in another slot).
-fn liveness(flag: &str) -> Option<bool> {
-    match flag {
-        "1" => Some(true),
-        "0" => Some(false),
-        _ => None,
-    }
-}
-
-/// The replica rows of the cluster script: `(entry, whether its liveness is still to read)`.
-fn replica_entries(flat: &[String]) -> Result<Vec<(ReplicaEntry, bool)>> {
-    rows::<5>(flat, "replica")?
-        .into_iter()
-        .map(|[incarnation, replica, status, age, alive]| {
-            let age = age.parse::<u64>().map_err(|e| Error::corrupt(format!("age {age:?}"), e))?;
-            let entry = ReplicaEntry::new(
-                replica,
-                incarnation,
-                liveness(&alive).unwrap_or(false),
-                Duration::from_millis(age),
-                status,
-            );
-            Ok((entry, liveness(&alive).is_none()))
-        })
-        .collect()
-}
-
-/// The leader rows of one run of the cluster script over the hashes of `names`, in order.
-fn leader_entries(flat: &[String], names: &[String]) -> Result<Vec<LeaderEntry>> {
-    rows::<5>(flat, "leader")?
-        .into_iter()
-        .map(|[position, incarnation, replica, fence, alive]| {
-            let name = position
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| names.get(n.checked_sub(1)?))
-                .ok_or_else(|| Error::corrupt("leader row", format!("position {position:?}")))?;
-            let fence =
-                fence.parse::<u64>().map_err(|e| Error::corrupt(format!("fence {fence:?}"), e))?;
-            let alive = liveness(&alive)
-                .ok_or_else(|| Error::corrupt("leader row", "liveness not read"))?;
-            Ok(LeaderEntry::new(name.clone(), replica, incarnation, fence, alive))
-        })
-        .collect()
 }
 
 #[async_trait]
@@ -589,77 +516,11 @@ impl Coordinator for RedisCoordinator {
         Ok(n == 1)
     }
 
-    /// One script on the status keys' tag, on the heartbeat connection (the heartbeat loop
-    /// calls it): the document, its index entry and the trim of the entries whose keep ended,
-    /// all by the server's clock. The index is scored by the end of each entry's keep, so
-    /// documents kept for different times are trimmed exactly. Sent again once if the
-    /// connection dropped (publishing twice is harmless).
     async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
-        let conn = self.heartbeat_conn().await?;
-        let doc = format!("{}{}", self.keys.replica_doc_prefix(), self.incarnation);
-        let mut invocation = self.scripts.publish_status.prepare_invoke();
-        invocation
-            .key(self.keys.replica_index())
-            .key(doc)
-            .arg(&self.incarnation)
-            .arg(&self.replica_id)
-            .arg(status)
-            .arg(ms(keep));
-        let invocation = &invocation;
-        idempotent(|| {
-            let mut conn = conn.clone();
-            async move { invocation.invoke_async::<()>(&mut conn).await }
-        })
-        .await
-        .map_err(|e| unavailable("publishing the replica's status", e))
+        self.publish(status, keep).await
     }
 
-    /// In the standalone layout every key is on one slot: one script reads the documents,
-    /// their liveness and the leadership hashes, one round trip. In the cluster layout, two
-    /// rounds: the script on the status keys' tag and, at the same time, the script on each
-    /// leadership's shard (its hash and its holder's liveness, as `try_lead` reads them); then
-    /// the listed incarnations' liveness keys, concurrently.
     async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
-        let index = self.keys.replica_index();
-        let docs = self.keys.replica_doc_prefix();
-        let (replicas, leaders) = match self.keys.layout() {
-            KeyLayout::Standalone => {
-                let mut keys: Vec<String> =
-                    leaderships.iter().map(|name| self.keys.lead(name)).collect();
-                keys.push(index);
-                // One tag for every key in this layout, whatever the id.
-                let alive = Keys::alive_prefix(&self.keys.shard(""));
-                let (replicas, leaders) = self.read_cluster(&keys, &alive, &docs).await?;
-                (replica_entries(&replicas)?, leader_entries(&leaders, leaderships)?)
-            }
-            KeyLayout::Cluster => {
-                let reads = leaderships.iter().map(|name| async move {
-                    let alive = Keys::alive_prefix(&self.keys.shard(name));
-                    self.read_cluster(&[self.keys.lead(name)], &alive, "").await
-                });
-                let (replicas, held) = tokio::join!(
-                    self.read_cluster(std::slice::from_ref(&index), "", &docs),
-                    join_all(reads)
-                );
-                let mut leaders = Vec::new();
-                for (name, read) in leaderships.chunks(1).zip(held) {
-                    leaders.extend(leader_entries(&read?.1, name)?);
-                }
-                (replica_entries(&replicas?.0)?, leaders)
-            }
-        };
-        let checks = replicas.iter().map(|(entry, unread)| async move {
-            match unread {
-                true => self.is_alive(&entry.incarnation).await,
-                false => Ok(entry.alive),
-            }
-        });
-        let alive = join_all(checks).await;
-        let mut entries = Vec::with_capacity(replicas.len());
-        for ((mut entry, _), alive) in replicas.into_iter().zip(alive) {
-            entry.alive = alive?;
-            entries.push(entry);
-        }
-        Ok(ClusterView::new(entries, leaders))
+        self.view(leaderships).await
     }
 }
