@@ -193,3 +193,40 @@ async fn no_repair_runs_once_stop_returned_and_what_is_left_lands_at_the_next_st
     assert_eq!(provider.texts_to("c1"), ["a did hi"], "the message was not handled twice");
     bot.stop().await.unwrap();
 }
+
+/// `run_until` starts the bot, serves until the signal, then stops it as `stop` does: what was
+/// queued is answered first, and nothing is taken afterwards.
+#[tokio::test(start_paused = true)]
+async fn run_until_serves_until_the_signal_then_stops_gracefully() {
+    let provider = TestProvider::new();
+    let bot = Bot::builder()
+        .provider(provider.clone())
+        .on_message(|ctx| async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ctx.reply(format!("done {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        })
+        .build()
+        .unwrap();
+    let (signal, fired) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let bot = bot.clone();
+        tokio::spawn(async move { bot.run_until(async { fired.await.unwrap_or(()) }).await })
+    };
+    bot.ready().await;
+    assert!(bot.status().running);
+    provider.say("u1", "a");
+    provider.say("u2", "b");
+    // Stop while both are being handled: they are answered before the transport goes.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    signal.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    assert_eq!(provider.texts_to("u1"), ["done a"]);
+    assert_eq!(provider.texts_to("u2"), ["done b"]);
+    assert!(!bot.status().running);
+    assert!(!bot.health().ready);
+    assert!(matches!(
+        bot.dispatch(Inbound::text("test", "late", "u3", "c")),
+        Err(BotError::NotRunning)
+    ));
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use botmesh_traits::{ChatKey, Error};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::{Instrument, Span};
 
 use super::job::{Job, Journal, Work};
 use crate::coordination::Coordination;
@@ -70,7 +71,18 @@ pub(super) async fn ticketer(
         let wanted = batch.iter().filter(|j| takes(j)).count();
         let taken = match wanted {
             0 => Ok(Vec::new()),
-            n => coordination.take_tickets(&key, n).await,
+            n => {
+                // One call for the batch: a child of its first message's span, following
+                // from the others'.
+                let mut spans = batch.iter().filter(|j| takes(j)).map(|j| &j.span);
+                let first = spans.next().cloned().unwrap_or_else(Span::none);
+                let span =
+                    tracing::debug_span!(target: "botmesh", parent: &first, "ticket", count = n);
+                for other in spans {
+                    span.follows_from(other);
+                }
+                coordination.take_tickets(&key, n).instrument(span).await
+            }
         };
         let (mut tickets, failure) = match taken {
             Ok(tickets) if tickets.len() == wanted => (tickets.into_iter(), String::new()),

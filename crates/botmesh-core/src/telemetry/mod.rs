@@ -18,9 +18,11 @@
 //! Each message gets one span named `botmesh.message`, opened when the message arrives and
 //! closed once it is acknowledged (or handed back), as a root of its own so that each message
 //! is one trace. Its fields: `provider`, `chat`, `message.id`, `replica` (the incarnation that
-//! handles it), `fence` (of the turn it ran under, once granted) and `outcome`. Inside it:
-//! `journal`, `turn.wait`, `handle` (with the flow's `step` spans, sends and checkpoint writes
-//! in it) and `finish` (acknowledgement and release). A message taken over from another
+//! handles it), `fence` (of the turn it ran under, once granted) and `outcome` (`handled`,
+//! `failed`, `duplicate`, `refused`, `handed_back`). Inside it: `journal`, `ticket` (messages
+//! that arrived together share one call: it follows from the others' spans), `turn.wait`,
+//! `handle` (with the flow's `step` spans, `send` and `checkpoint` in it) and `finish` (the
+//! acknowledgement and the turn's release). A message taken over from another
 //! replica gets a span of its own on the replica that takes it over, with `taken_from` set;
 //! with a [`TracePropagation`] configured (see
 //! [`BotBuilder::trace_propagation`](crate::BotBuilder::trace_propagation)) it is also linked

@@ -8,5 +8,6 @@
 )]
 
 mod routes;
+mod spans;
 mod status_page;
 mod support;

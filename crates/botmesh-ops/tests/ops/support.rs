@@ -23,13 +23,13 @@ pub(crate) struct Replica {
 
 /// Replicas `names` of an echo bot with durability, sharing one hub and one store.
 pub(crate) async fn replicas(names: &[&'static str], lease: Duration) -> Vec<Replica> {
-    replicas_with(names, lease, |b| b).await
+    replicas_with(names, lease, |_, b| b).await
 }
 
 pub(crate) async fn replicas_with(
     names: &[&'static str],
     lease: Duration,
-    more: impl Fn(BotBuilder) -> BotBuilder,
+    more: impl Fn(&'static str, BotBuilder) -> BotBuilder,
 ) -> Vec<Replica> {
     let hub = MemoryCoordinationHub::new();
     let store = Arc::new(MemoryStore::new());
@@ -49,7 +49,7 @@ pub(crate) async fn replicas_with(
                 ctx.reply(format!("{name}: {}", ctx.body())).await?;
                 Ok::<_, BotError>(())
             });
-        let bot = more(builder).build().expect("the bot builds");
+        let bot = more(name, builder).build().expect("the bot builds");
         bot.start().await.expect("the bot starts");
         out.push(Replica { name, bot, wa, web, coordinator });
     }
