@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | `GET /livez` | liveness: `200` while the process and its heartbeat loop run, else `503` | always |
 //! | `GET /readyz` | readiness: `200` when the replica can take traffic (see [`Bot::health`]), else `503` | always |
-//! | `GET /metrics` | the metrics in the Prometheus text format | with [`Ops::metrics`] (feature `prometheus`) |
+//! | `GET /metrics` | the metrics in the Prometheus text format | with `Ops::metrics` (feature `prometheus`) |
 //! | `GET /status` | a live HTML page of this replica and the whole cluster | with [`Ops::status_page`] |
 //! | `GET /status.json` | the same data as JSON ([`Snapshot`]) | with [`Ops::status_page`] |
 //!
@@ -43,10 +43,15 @@
 //!
 //! # Feature flags
 //!
-//! - `prometheus`: [`install_prometheus`] and the `/metrics` route, with
+//! - `prometheus`: `install_prometheus` and the `/metrics` route, with
 //!   `metrics-exporter-prometheus`.
+//! - `opentelemetry`: `otel::W3cPropagation`, with `opentelemetry` and `tracing-opentelemetry`:
+//!   a message taken over from a replica that died gets a span linked to the one it had where
+//!   it arrived (see the `otel` module).
 
 mod auth;
+#[cfg(feature = "opentelemetry")]
+pub mod otel;
 mod page;
 #[cfg(feature = "prometheus")]
 mod prometheus;
@@ -59,8 +64,12 @@ use std::time::Duration;
 use axum::Router;
 use botmesh_core::Bot;
 
+#[cfg(feature = "opentelemetry")]
+pub use self::otel::W3cPropagation;
 #[cfg(feature = "prometheus")]
-pub use self::prometheus::{PrometheusError, PrometheusHandle, install_prometheus};
+pub use self::prometheus::{
+    PrometheusBuilder, PrometheusError, PrometheusHandle, install_prometheus, prometheus_builder,
+};
 pub use self::snapshot::Snapshot;
 
 /// The operations routes of one bot; see the [crate documentation](crate).

@@ -1,9 +1,9 @@
 //! The Prometheus exporter: `metrics-exporter-prometheus`'s recorder, rendered on scrape.
 
 use botmesh_core::telemetry;
-use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{BuildError, Matcher};
 
-pub use metrics_exporter_prometheus::PrometheusHandle;
+pub use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// The histogram buckets of every `_seconds` metric: from a Redis round trip on loopback to a
 /// turn waited for behind a slow conversation step.
@@ -25,11 +25,16 @@ pub enum PrometheusError {
 /// bot. With a recorder of your own, give its handle instead and call
 /// [`telemetry::describe`].
 pub fn install_prometheus() -> Result<PrometheusHandle, PrometheusError> {
-    let handle = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &BUCKETS)
-        .map_err(PrometheusError::Install)?
-        .install_recorder()
-        .map_err(PrometheusError::Install)?;
+    let handle = prometheus_builder()?.install_recorder().map_err(PrometheusError::Install)?;
     telemetry::describe();
     Ok(handle)
+}
+
+/// The exporter's builder as [`install_prometheus`] sets it up (histogram buckets for the
+/// `_seconds` metrics), for a recorder you install yourself: with global labels, or inside a
+/// recorder of your own (a fan-out, a layer).
+pub fn prometheus_builder() -> Result<PrometheusBuilder, PrometheusError> {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &BUCKETS)
+        .map_err(PrometheusError::Install)
 }

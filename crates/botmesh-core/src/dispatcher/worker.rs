@@ -254,8 +254,15 @@ impl Worker {
             .instrument(tracing::debug_span!(target: "botmesh", "handle"))
             .await;
         if let Some(meters) = meters {
-            let failed = self.failed.load(Ordering::Relaxed) || outcome.unfinished();
-            span.record("outcome", if failed { "failed" } else { "handled" });
+            // A turn lost meanwhile: the chat's next holder handles the message again.
+            let lost = self.turn.check().is_err();
+            let failed = lost || self.failed.load(Ordering::Relaxed) || outcome.unfinished();
+            let word = match (lost, failed) {
+                (true, _) => "lost",
+                (false, true) => "failed",
+                (false, false) => "handled",
+            };
+            span.record("outcome", word);
             if failed {
                 meters.failed.increment(1);
             } else {

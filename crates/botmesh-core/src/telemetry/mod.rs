@@ -19,7 +19,9 @@
 //! closed once it is acknowledged (or handed back), as a root of its own so that each message
 //! is one trace. Its fields: `provider`, `chat`, `message.id`, `replica` (the incarnation that
 //! handles it), `fence` (of the turn it ran under, once granted) and `outcome` (`handled`,
-//! `failed`, `duplicate`, `refused`, `handed_back`). Inside it: `journal`, `ticket` (messages
+//! `failed`, `lost` (its turn was lost, or given up at `settle`, while it ran: the chat's next
+//! holder handles it again),
+//! `duplicate`, `refused`, `handed_back`). Inside it: `journal`, `ticket` (messages
 //! that arrived together share one call: it follows from the others' spans), `turn.wait`,
 //! `handle` (with the flow's `step` spans, `send` and `checkpoint` in it) and `finish` (the
 //! acknowledgement and the turn's release). A message taken over from another
@@ -42,7 +44,8 @@ pub(crate) use self::store::MeteredStore;
 pub const MESSAGES_RECEIVED: &str = "botmesh_messages_received_total";
 /// Messages handled: a conversation or the handlers took them (counter; label `provider`).
 pub const MESSAGES_HANDLED: &str = "botmesh_messages_handled_total";
-/// Messages whose handling reported an error or was cut short (counter; label `provider`).
+/// Messages whose handling reported an error, was cut short, or lost its turn (counter; label
+/// `provider`).
 pub const MESSAGES_FAILED: &str = "botmesh_messages_failed_total";
 /// Messages dropped as duplicates of one already received (counter; label `provider`).
 pub const MESSAGES_DEDUPLICATED: &str = "botmesh_messages_deduplicated_total";

@@ -16,6 +16,8 @@ pub trait TracePropagation: Send + Sync + 'static {
     fn inject(&self, span: &Span) -> Option<String>;
 
     /// Links `span`, the span a taken-over message gets on the replica that took it over, to
-    /// `context`, what [`inject`](Self::inject) returned where it arrived.
+    /// `context`, what [`inject`](Self::inject) returned where it arrived. Called once, as
+    /// soon as the span is created and before it is first entered, so an implementation may
+    /// also set the span's parent instead.
     fn link(&self, span: &Span, context: &str);
 }
