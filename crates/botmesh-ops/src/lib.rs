@@ -68,7 +68,8 @@ use botmesh_core::Bot;
 pub use self::otel::W3cPropagation;
 #[cfg(feature = "prometheus")]
 pub use self::prometheus::{
-    PrometheusBuilder, PrometheusError, PrometheusHandle, install_prometheus, prometheus_builder,
+    PrometheusBuilder, PrometheusError, PrometheusHandle, install_prometheus, keep_up,
+    prometheus_builder,
 };
 pub use self::snapshot::Snapshot;
 
