@@ -2,13 +2,17 @@
 //!
 //! Hooks, dedupe, the per-chat dispatcher, a handler and `TestProvider`, for 1,000 chats with
 //! 100 messages each, sent interleaved as many users at once would.
+//!
+//! `echo_msgs_per_s` and `echo_metrics_msgs_per_s` are the echo load with the Prometheus
+//! exporter off and on (the median of five alternating runs each), and
+//! `core_metrics_cost_pct` what recording costs in throughput.
 
 use std::time::Instant;
 
 use botmesh_core::{Ask, Bot, BotBuilder, BotError, Flow, Trigger};
 use botmesh_testing::TestProvider;
 
-use crate::Figures;
+use crate::{Figures, metered};
 
 const CHATS: usize = 1_000;
 const PER_CHAT: usize = 100;
@@ -69,7 +73,22 @@ fn flow_bot() -> BotBuilder {
 pub(crate) async fn run() -> Result<Figures, Box<dyn std::error::Error>> {
     // Warm up allocators and the runtime once, untimed.
     measure(echo_bot(), |_, _| "hi").await?;
-    let echo = measure(echo_bot(), |_, _| "Hello").await?;
+    // The echo load with the Prometheus exporter off and on, alternating (see `metered.rs`).
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        metered::exporter(false)?;
+        off.push(measure(echo_bot(), |_, _| "Hello").await?);
+        metered::exporter(true)?;
+        on.push(measure(echo_bot(), |_, _| "Hello").await?);
+    }
+    metered::exporter(false)?;
+    if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
+        eprintln!("echo runs, exporter off: {off:.0?}\necho runs, exporter on:  {on:.0?}");
+    }
+    if metered::scrape() == 0 {
+        return Err("the exporter recorded nothing".into());
+    }
+    let (echo, echo_metrics) = (metered::median(off), metered::median(on));
     // 100 messages per chat: 33 full runs of the flow and a final `go`.
     let flow = measure(flow_bot(), |_, i| match i % 3 {
         0 => "go",
@@ -77,5 +96,10 @@ pub(crate) async fn run() -> Result<Figures, Box<dyn std::error::Error>> {
         _ => "y",
     })
     .await?;
-    Ok(vec![("echo_msgs_per_s", echo, "msg/s"), ("flow_msgs_per_s", flow, "msg/s")])
+    Ok(vec![
+        ("echo_msgs_per_s", echo, "msg/s"),
+        ("echo_metrics_msgs_per_s", echo_metrics, "msg/s"),
+        ("core_metrics_cost_pct", (1.0 - echo_metrics / echo) * 100.0, "%"),
+        ("flow_msgs_per_s", flow, "msg/s"),
+    ])
 }

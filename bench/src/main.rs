@@ -6,6 +6,7 @@
 mod common;
 mod coord_suite;
 mod core_suite;
+mod metered;
 mod redis_suite;
 mod stores_suite;
 

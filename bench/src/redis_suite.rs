@@ -6,6 +6,10 @@
 //!   heartbeats are left out).
 //! - `handoff_p50_us`, `handoff_p99_us`: one chat whose messages alternate between two replicas;
 //!   `naive_handoff_p50_us`, `naive_handoff_p99_us`: the same with the naive lock below.
+//! - `replicas3_metrics_off_msgs_per_s`, `replicas3_metrics_msgs_per_s`,
+//!   `redis_metrics_cost_pct`: the `replicas3_msgs_per_s` load with the Prometheus exporter off
+//!   and on (the median of three alternating runs each, at the end of the suite), and what
+//!   recording costs.
 //! - `replicas3_msgs_per_s`, `uncoordinated_msgs_per_s`, `naive_lock_msgs_per_s`: 1,000 chats ×
 //!   100 messages spread over the bots like a load balancer, with `RedisStore` as the store:
 //!   three coordinated replicas, one bot without coordination, and three bots that serialize
@@ -25,8 +29,8 @@ use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore, Store};
 use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 
-use crate::Figures;
 use crate::common::{percentile, spread};
+use crate::{Figures, metered};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -269,7 +273,7 @@ pub(crate) async fn run() -> Res<Figures> {
         let builder = echo(Bot::builder()).durability(Durability::new());
         three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
     }
-    let durable = spread(&three).await?;
+    let durable = spread(&three).await.map_err(|e| format!("the durable run: {e}"))?;
     let extra_writes =
         store_round_trips(&url, true).await? - store_round_trips(&url, false).await?;
 
@@ -285,6 +289,29 @@ pub(crate) async fn run() -> Res<Figures> {
     flush(&url).await?;
     let naive = naive(&url, Arc::clone(&store)).await?;
 
+    flush(&url).await?;
+    // Last, three replicas with the Prometheus exporter off and on, alternating (see
+    // `metered.rs`), so the figures above are taken as before.
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for round in 0..6 {
+        let metrics = round % 2 == 1;
+        metered::exporter(metrics)?;
+        flush(&url).await?;
+        let mut three = Vec::new();
+        for id in ["a", "b", "c"] {
+            let bot = echo(Bot::builder());
+            three.push(coordinated(&url, "load", id, Arc::clone(&store), bot).await?);
+        }
+        let rate = spread(&three).await?;
+        if metrics { on.push(rate) } else { off.push(rate) }
+    }
+    metered::exporter(false)?;
+    if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
+        eprintln!(
+            "replicas3 runs, exporter off: {off:.0?}\nreplicas3 runs, exporter on:  {on:.0?}"
+        );
+    }
+    let (metrics_off, metrics_on) = (metered::median(off), metered::median(on));
     Ok(vec![
         ("coord_roundtrips_per_msg", per_msg, "commands/msg"),
         ("handoff_p50_us", percentile(&gaps, 0.50), "us"),
@@ -292,6 +319,9 @@ pub(crate) async fn run() -> Res<Figures> {
         ("naive_handoff_p50_us", percentile(&naive_gaps, 0.50), "us"),
         ("naive_handoff_p99_us", percentile(&naive_gaps, 0.99), "us"),
         ("replicas3_msgs_per_s", replicas3, "msg/s"),
+        ("replicas3_metrics_off_msgs_per_s", metrics_off, "msg/s"),
+        ("replicas3_metrics_msgs_per_s", metrics_on, "msg/s"),
+        ("redis_metrics_cost_pct", (1.0 - metrics_on / metrics_off) * 100.0, "%"),
         ("uncoordinated_msgs_per_s", uncoordinated, "msg/s"),
         ("naive_lock_msgs_per_s", naive, "msg/s"),
         ("replicas3_vs_naive_ratio", replicas3 / naive, "x"),
