@@ -63,9 +63,10 @@ const MONGO_PYTHON: &str = "BOTMESH_MONGO_PYTHON";
 
 /// Features that the tests and doctests are built with, on top of those the workspace members
 /// turn on: no member uses `botmesh-testing`'s `browser` feature, whose test drives headless
-/// Chromium (`.ci/run` installs it). The doctests are built with the same set, so that neither
-/// run rebuilds what the other built.
-const TEST_FEATURES: &str = "botmesh-testing/browser,botmesh-testing/webhook";
+/// Chromium (`.ci/run` installs it), nor `botmesh-ops`' `opentelemetry`, whose test exports
+/// spans in memory. The doctests are built with the same set, so that neither run rebuilds
+/// what the other built.
+const TEST_FEATURES: &str = "botmesh-testing/browser,botmesh-testing/webhook,botmesh-ops/prometheus,botmesh-ops/opentelemetry";
 
 fn cargo() -> Command {
     let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));

@@ -62,6 +62,8 @@ fn line(step: u64, n: u64) -> (String, u64) {
 
 /// Posts generated messages to `targets`, `rate` a second, until aborted.
 pub(crate) async fn run(targets: Vec<Target>, rate: f64, secret: String) {
+    // Another crate of a workspace build may turn reqwest's rustls on, without a provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = match reqwest::Client::builder().timeout(Duration::from_secs(10)).build() {
         Ok(client) => client,
         Err(e) => {

@@ -23,6 +23,8 @@ async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, check: impl Fn
 }
 
 async fn get(replica: &Replica, path: &str) -> (u16, String) {
+    // Another crate of a workspace build may turn reqwest's rustls on, without a provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let response = reqwest::get(format!("http://{}{path}", replica.addr)).await.unwrap();
     (response.status().as_u16(), response.text().await.unwrap())
 }
@@ -78,6 +80,8 @@ async fn three_replicas_show_one_leader_and_count_their_messages() {
     }
 
     // A message on each replica's webhook, and one on the leader's exclusive transport.
+    // Another crate of a workspace build may turn reqwest's rustls on, without a provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     for (i, replica) in replicas.iter().enumerate() {
         let body = json!({ "id": format!("m{i}"), "chat": format!("chat-{i}"), "text": "order" });

@@ -85,6 +85,8 @@ async fn axum_serve(listener: tokio::net::TcpListener, router: axum::Router) {
 
 /// `GET http://addr/path`, with a bearer token if given: the status and the body.
 pub(crate) async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    // Another crate of a workspace build may turn reqwest's rustls on, without a provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut request = reqwest::Client::new().get(format!("http://{addr}{path}"));
     if let Some(token) = token {
         request = request.bearer_auth(token);
