@@ -5,15 +5,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh_core::telemetry::COORDINATOR_CALLS;
+use botmesh_core::telemetry::{COORDINATOR_CALLS, CallTimings};
 use botmesh_core::traits::{
     ChatKey, ClusterView, Coordinator, Leadership, ReleaseOptions, Result, Ticket, TurnGrant,
     async_trait,
 };
-use metrics::{Histogram, histogram};
-use tokio::time::Instant;
 
-/// The backend operations, in the order of the handles in [`Metered`].
+/// The backend operations, numbered as [`Metered`] times them.
 const OPS: [&str; 12] = [
     "take_ticket",
     "take_tickets",
@@ -32,33 +30,17 @@ const OPS: [&str; 12] = [
 /// A backend whose calls are timed.
 pub(crate) struct Metered {
     inner: Arc<dyn Coordinator>,
-    /// Per operation of [`OPS`], the histograms of calls that succeeded and that failed.
-    calls: Vec<(Histogram, Histogram)>,
+    timings: CallTimings,
 }
 
 impl Metered {
     /// Wraps `inner`, taking the histograms from the recorder installed now.
     pub(crate) fn new(inner: Arc<dyn Coordinator>) -> Self {
-        let calls = OPS
-            .iter()
-            .map(|op| {
-                (
-                    histogram!(COORDINATOR_CALLS, "op" => *op, "outcome" => "ok"),
-                    histogram!(COORDINATOR_CALLS, "op" => *op, "outcome" => "error"),
-                )
-            })
-            .collect();
-        Self { inner, calls }
+        Self { inner, timings: CallTimings::new(COORDINATOR_CALLS, &OPS) }
     }
 
     async fn timed<T>(&self, op: usize, call: impl Future<Output = Result<T>>) -> Result<T> {
-        let started = Instant::now();
-        let result = call.await;
-        if let Some((ok, failed)) = self.calls.get(op) {
-            let took = started.elapsed();
-            if result.is_ok() { ok.record(took) } else { failed.record(took) }
-        }
-        result
+        self.timings.time(op, call).await
     }
 }
 

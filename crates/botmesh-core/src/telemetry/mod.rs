@@ -34,11 +34,13 @@ mod meters;
 mod propagation;
 mod span;
 mod store;
+mod timings;
 
 pub(crate) use self::meters::{Meters, Tally, journal_backlog, observe};
 pub use self::propagation::TracePropagation;
 pub(crate) use self::span::MessageSpan;
 pub(crate) use self::store::MeteredStore;
+pub use self::timings::CallTimings;
 
 /// Messages received from a provider (counter; label `provider`).
 pub const MESSAGES_RECEIVED: &str = "botmesh_messages_received_total";

@@ -5,16 +5,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::{CallTimings, STORE_CALLS};
 use botmesh_traits::{
     CasOutcome, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite, FencedLock,
     InboxAppend, InboxRecord, LeaseGrant, Result, Store, StoreCapabilities, async_trait,
 };
-use metrics::{Histogram, histogram};
-use tokio::time::Instant;
 
-use super::STORE_CALLS;
-
-/// The store operations, in the order of [`OPS`].
+/// The store operations, numbered as [`MeteredStore`] times them.
 const OPS: [&str; 25] = [
     "upsert_chat",
     "get_chat",
@@ -46,33 +43,17 @@ const OPS: [&str; 25] = [
 /// A store whose calls are timed.
 pub(crate) struct MeteredStore {
     inner: Arc<dyn Store>,
-    /// Per operation of [`OPS`], the histograms of calls that succeeded and that failed.
-    calls: Vec<(Histogram, Histogram)>,
+    timings: CallTimings,
 }
 
 impl MeteredStore {
     /// Wraps `inner`, taking the histograms from the recorder installed now.
     pub(crate) fn new(inner: Arc<dyn Store>) -> Self {
-        let calls = OPS
-            .iter()
-            .map(|op| {
-                (
-                    histogram!(STORE_CALLS, "op" => *op, "outcome" => "ok"),
-                    histogram!(STORE_CALLS, "op" => *op, "outcome" => "error"),
-                )
-            })
-            .collect();
-        Self { inner, calls }
+        Self { inner, timings: CallTimings::new(STORE_CALLS, &OPS) }
     }
 
     async fn timed<T>(&self, op: usize, call: impl Future<Output = Result<T>>) -> Result<T> {
-        let started = Instant::now();
-        let result = call.await;
-        if let Some((ok, failed)) = self.calls.get(op) {
-            let took = started.elapsed();
-            if result.is_ok() { ok.record(took) } else { failed.record(took) }
-        }
-        result
+        self.timings.time(op, call).await
     }
 }
 
