@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotBuilder, BotError, MemoryStore, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, BotBuilder, BotError, MemoryStore};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 
 use crate::Figures;

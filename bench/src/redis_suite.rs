@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore};
 use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 

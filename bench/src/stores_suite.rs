@@ -10,7 +10,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use botmesh_core::{CasOutcome, CheckpointWrite, InboxRecord, MemoryStore, Store};
+use botmesh_core::MemoryStore;
+use botmesh_core::traits::{CasOutcome, CheckpointWrite, InboxRecord, Store};
 use botmesh_mongo_store::{MongoOptions, MongoStore};
 use botmesh_redis_store::RedisStore;
 use botmesh_sql_store::{MySqlStore, PostgresStore, SqliteStore};

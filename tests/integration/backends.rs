@@ -4,7 +4,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use botmesh_core::{Coordinator, MemoryStore, Store};
+use botmesh_core::MemoryStore;
+use botmesh_core::traits::{Coordinator, Store};
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, RedisServer};
 

@@ -88,7 +88,7 @@ async fn a_conversation_error_is_reported_with_the_user_s_own_error() {
         .conversation(
             Conversation::new("pay", |c| async move {
                 c.ask("Card?").await?;
-                Err::<(), botmesh_core::BoxError>(Box::new(PaymentDeclined))
+                Err::<(), botmesh_core::traits::BoxError>(Box::new(PaymentDeclined))
             })
             .trigger(Trigger::keyword("pay")),
         )

@@ -76,8 +76,8 @@ async fn a_repeated_message_id_is_handled_once_and_reported_as_a_duplicate() {
         .unwrap();
     bot.start().await.unwrap();
     let m = Inbound::text("test", "same-id", "c", "hi");
-    assert!(bot.dispatch(m.clone()).unwrap());
-    assert!(!bot.dispatch(m).unwrap());
+    assert_eq!(bot.dispatch(m.clone()).unwrap(), botmesh_core::Accepted::Queued);
+    assert_eq!(bot.dispatch(m).unwrap(), botmesh_core::Accepted::Duplicate);
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c"), ["ok"]);
     assert!(rec.events().iter().any(|e| matches!(e, Event::Duplicate { .. })));

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh_core::texts::keys;
+use botmesh_core::traits::Store;
 use botmesh_core::{
-    Ask, Bot, BotBuilder, BotError, Conversation, EndReason, Event, Flow, Step, Store, Trigger,
+    Ask, Bot, BotBuilder, BotError, Conversation, EndReason, Event, Flow, Step, Trigger,
 };
 use botmesh_testing::TestProvider;
 

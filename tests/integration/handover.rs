@@ -673,12 +673,20 @@ async fn a_delivery_another_live_replica_holds_is_refused_until_it_is_done(backe
     };
     let a = replica(backend, "a", TestProvider::new(), |c| c, work).await;
     let b = replica(backend, "b", TestProvider::new(), |c| c, work).await;
-    assert!(a.bot.accept(delivery("w1", "pay")).await.unwrap(), "a takes it");
+    assert_eq!(
+        a.bot.accept(delivery("w1", "pay")).await.unwrap(),
+        botmesh_core::Accepted::Queued,
+        "a takes it"
+    );
     // The sender gave up waiting on a and delivers it to b, while a handles it.
     assert!(b.bot.accept(delivery("w1", "pay")).await.is_err(), "b: deliver it again later");
     a.provider.wait_sent(1).await;
     a.provider.settled(&a.bot).await;
-    assert!(!b.bot.accept(delivery("w1", "pay")).await.unwrap(), "b: done, a duplicate");
+    assert_eq!(
+        b.bot.accept(delivery("w1", "pay")).await.unwrap(),
+        botmesh_core::Accepted::Duplicate,
+        "b: done, a duplicate"
+    );
     b.provider.settled(&b.bot).await;
     assert!(b.provider.sent().is_empty(), "handled once, on a");
 }
@@ -686,7 +694,7 @@ async fn a_delivery_another_live_replica_holds_is_refused_until_it_is_done(backe
 async fn a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over(backend: &impl Backend) {
     let a = replica(backend, "a", TestProvider::new(), |c| c, slow_echo("a", true)).await;
     let b = replica(backend, "b", TestProvider::new(), |c| c, slow_echo("b", false)).await;
-    assert!(a.bot.accept(delivery("w1", "slow")).await.unwrap());
+    assert_eq!(a.bot.accept(delivery("w1", "slow")).await.unwrap(), botmesh_core::Accepted::Queued);
     tokio::time::sleep(Duration::from_millis(20)).await;
     a.coordinator.crash();
     // The sender, without an answer from a, delivers it to b until b acknowledges it: once a

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
+use botmesh_core::traits::Capabilities;
 use botmesh_core::{
-    BotBuilder, BotError, Capabilities, EndReason, ErrorKind, Event, Flow, LeaseLostReason, Step,
+    BotBuilder, BotError, EndReason, ErrorKind, Event, Flow, LeaseLostReason, Step,
     TransportStatus, Trigger,
 };
 use botmesh_testing::TestProvider;
@@ -224,11 +225,11 @@ async fn a_stalled_leader_stops_its_exclusive_transport_before_the_standby_start
 
 /// A crashes holding chat `c`'s turn; returns how long b's next message of `c` waited.
 async fn takeover_after_crash(
-    a: Arc<dyn botmesh_core::Coordinator>,
-    b: Arc<dyn botmesh_core::Coordinator>,
-    store: Arc<dyn botmesh_core::Store>,
+    a: Arc<dyn botmesh_core::traits::Coordinator>,
+    b: Arc<dyn botmesh_core::traits::Coordinator>,
+    store: Arc<dyn botmesh_core::traits::Store>,
 ) -> Duration {
-    let bot = |coordinator: Arc<dyn botmesh_core::Coordinator>| {
+    let bot = |coordinator: Arc<dyn botmesh_core::traits::Coordinator>| {
         let provider = TestProvider::new();
         let faulty = Arc::new(botmesh_testing::FaultyCoordinator::new(coordinator));
         let bot = botmesh_core::Bot::builder()
@@ -264,7 +265,7 @@ async fn takeover_after_crash(
 async fn the_lease_set_on_the_coordinator_is_the_one_the_runtime_uses() {
     let hub = botmesh_testing::MemoryCoordinationHub::new();
     let lease = Duration::from_secs(3);
-    let coordinator = |id: &str| -> Arc<dyn botmesh_core::Coordinator> {
+    let coordinator = |id: &str| -> Arc<dyn botmesh_core::traits::Coordinator> {
         Arc::new(botmesh_testing::MemoryCoordinator::new(hub.clone(), id).with_lease(lease))
     };
     assert_eq!(CoordinationConfig::from_arc(coordinator("x")).get_lease(), lease);
@@ -276,7 +277,7 @@ async fn the_lease_set_on_the_coordinator_is_the_one_the_runtime_uses() {
 #[tokio::test(start_paused = true)]
 async fn the_lease_defaults_to_fifteen_seconds() {
     let hub = botmesh_testing::MemoryCoordinationHub::new();
-    let coordinator = |id: &str| -> Arc<dyn botmesh_core::Coordinator> {
+    let coordinator = |id: &str| -> Arc<dyn botmesh_core::traits::Coordinator> {
         Arc::new(botmesh_testing::MemoryCoordinator::new(hub.clone(), id))
     };
     assert_eq!(CoordinationConfig::from_arc(coordinator("x")).get_lease(), Duration::from_secs(15));
@@ -299,7 +300,7 @@ async fn a_redis_coordinator_carries_the_lease_it_was_given() {
         Duration::from_secs(15),
         "the default"
     );
-    let store: Arc<dyn botmesh_core::Store> = Arc::new(store.clone());
+    let store: Arc<dyn botmesh_core::traits::Store> = Arc::new(store.clone());
     let redis = botmesh_redis_store::RedisStore::new(&server.url(), "lease").await.unwrap();
     let waited = takeover_after_crash(
         Arc::new(redis.coordinator(lease)),

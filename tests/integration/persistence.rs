@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use botmesh_core::{
-    Ask, BotError, CheckpointWrite, EndReason, Event, Flow, MemoryStore, Step, Store, Trigger,
-};
+use botmesh_core::traits::{CheckpointWrite, Store};
+use botmesh_core::{Ask, BotError, EndReason, Event, Flow, MemoryStore, Step, Trigger};
 use botmesh_testing::TestProvider;
 use serde_json::json;
 

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
+use botmesh_core::traits::{Capabilities, Coordinator, Store};
 use botmesh_core::{
-    Ask, BotBuilder, BotError, Capabilities, Coordinator, Error, ErrorKind, Event, Flow,
-    FlowHandover, FollowReason, Handover, Inbound, MemoryStore, Message, SchedulerLease, Step,
-    Store, TaskOptions, Trigger,
+    Ask, BotBuilder, BotError, Error, ErrorKind, Event, Flow, FlowHandover, FollowReason, Handover,
+    Inbound, MemoryStore, Message, SchedulerLease, Step, TaskOptions, Trigger,
 };
 use botmesh_redis_store::RedisCoordinator;
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, RedisServer, TestProvider};

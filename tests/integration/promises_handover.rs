@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
+use botmesh_core::traits::Store;
 use botmesh_core::{
     Ask, Bot, BotBuilder, BotError, Conversation, Error, ErrorKind, Event, Fallback,
-    FallbackReason, Flow, Handover, HandoverOutcome, Inbound, LeaseLostReason, Step, Store,
-    Trigger,
+    FallbackReason, Flow, Handover, HandoverOutcome, Inbound, LeaseLostReason, Step, Trigger,
 };
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use botmesh_coord::{CoordinationConfig, ProviderSession};
-use botmesh_core::{Capabilities, Error, ErrorKind, Event, FollowReason, Outbound};
+use botmesh_core::traits::Capabilities;
+use botmesh_core::{Error, ErrorKind, Event, FollowReason, Outbound};
 use botmesh_testing::TestProvider;
 use tokio::time::Instant;
 

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
+use botmesh_core::traits::{Capabilities, Provider};
 use botmesh_core::{
-    Ask, Bot, BotBuilder, BotError, Capabilities, Content, Delivery, DeliveryStatus, Durability,
-    Error, ErrorKind, Event, Flow, Inbound, MessageId, Outbound, Provider, Step, Trigger,
+    Ask, Bot, BotBuilder, BotError, Content, Delivery, DeliveryStatus, Durability, Error,
+    ErrorKind, Event, Flow, Inbound, MessageId, Outbound, Step, Trigger,
 };
 use botmesh_testing::{
     FaultyStore, MemoryCoordinationHub, MemoryCoordinator, ProviderHarness, SECRET_HEADER,

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotError, CasOutcome, CheckpointWrite, Durability, Event, Inbound, Store};
+use botmesh_core::traits::{CasOutcome, CheckpointWrite, Store};
+use botmesh_core::{Bot, BotError, Durability, Event, Inbound};
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 use tokio::time::Instant;
@@ -316,8 +317,9 @@ async fn tls_with_rustls_carries_the_store_and_the_coordinator() {
     store.set_user_data("u", r#"{"tls":true}"#).await.unwrap();
     assert_eq!(store.get_user_data("u").await.unwrap().as_deref(), Some(r#"{"tls":true}"#));
     let coordinator = RedisCoordinator::connect(options).await.unwrap();
-    botmesh_core::Coordinator::heartbeat(&coordinator, LEASE).await.unwrap();
-    let ticket = botmesh_core::Coordinator::take_ticket(&coordinator, &"c".into()).await.unwrap();
+    botmesh_core::traits::Coordinator::heartbeat(&coordinator, LEASE).await.unwrap();
+    let ticket =
+        botmesh_core::traits::Coordinator::take_ticket(&coordinator, &"c".into()).await.unwrap();
     assert!(ticket.grant.is_some(), "an uncontended ticket comes with its turn over TLS too");
     // Without the private CA the certificate is refused: verification is on.
     let untrusted = RedisStore::new(&url, "tls").await;
@@ -362,8 +364,16 @@ async fn accept_refuses_what_it_cannot_journal_and_takes_the_sender_s_retry() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    assert!(deliver().await, "the refused delivery was forgotten, so the retry is taken");
-    assert!(!deliver().await, "a third delivery is a duplicate");
+    assert_eq!(
+        deliver().await,
+        botmesh_core::Accepted::Queued,
+        "the refused delivery was forgotten, so the retry is taken"
+    );
+    assert_eq!(
+        deliver().await,
+        botmesh_core::Accepted::Duplicate,
+        "a third delivery is a duplicate"
+    );
     bot.wait_idle().await;
     assert_eq!(*handled.lock().unwrap(), ["hello"], "handled once");
     bot.stop().await.unwrap();
@@ -398,7 +408,10 @@ async fn an_acknowledgement_redis_did_not_take_is_retried_until_it_lands() {
         .build()
         .unwrap();
     bot.start().await.unwrap();
-    assert!(bot.accept(Inbound::text("webhook", "m1", "chat", "hello")).await.unwrap());
+    assert_eq!(
+        bot.accept(Inbound::text("webhook", "m1", "chat", "hello")).await.unwrap(),
+        botmesh_core::Accepted::Queued
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while handled.lock().unwrap().is_empty() {
         assert!(Instant::now() < deadline, "never handled");
@@ -631,21 +644,24 @@ async fn every_call_on_the_message_path_rides_out_a_dropped_connection() {
     for (i, gap) in [0, 1000, 5000].into_iter().enumerate() {
         drop_connections(&server);
         tokio::time::sleep(Duration::from_millis(gap)).await;
-        assert!(accept(&format!("m{i}"), &format!("before {i}")).await.unwrap());
+        assert_eq!(
+            accept(&format!("m{i}"), &format!("before {i}")).await.unwrap(),
+            botmesh_core::Accepted::Queued
+        );
         expected.push(format!("did before {i}"));
         provider.wait_sent(expected.len()).await;
     }
     // They drop while the handler works: the release and the acknowledgement meet them.
-    assert!(accept("m3", "during").await.unwrap());
+    assert_eq!(accept("m3", "during").await.unwrap(), botmesh_core::Accepted::Queued);
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop_connections(&server);
     expected.push("did during".to_owned());
     provider.wait_sent(expected.len()).await;
     // They drop while a step works: its checkpoint write and the release meet them.
-    assert!(accept("m4", "form").await.unwrap());
+    assert_eq!(accept("m4", "form").await.unwrap(), botmesh_core::Accepted::Queued);
     expected.push("Name?".to_owned());
     provider.wait_sent(expected.len()).await;
-    assert!(accept("m5", "Ann").await.unwrap());
+    assert_eq!(accept("m5", "Ann").await.unwrap(), botmesh_core::Accepted::Queued);
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop_connections(&server);
     expected.push("hello Ann".to_owned());

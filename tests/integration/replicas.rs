@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::{CoordinationConfig, ProviderSession};
+use botmesh_core::traits::{Capabilities, CheckpointWrite};
 use botmesh_core::{
-    Ask, Bot, BotBuilder, BotError, Capabilities, CheckpointWrite, EndReason, Error, ErrorKind,
-    Event, Flow, FollowReason, HandoverOutcome, LeaseLostReason, Outbound, Step, TransportStatus,
-    Trigger,
+    Ask, Bot, BotBuilder, BotError, EndReason, Error, ErrorKind, Event, Flow, FollowReason,
+    HandoverOutcome, LeaseLostReason, Outbound, Step, TransportStatus, Trigger,
 };
 use botmesh_testing::{FaultyCoordinator, FaultyStore, TestProvider};
 use tokio::time::Instant;
@@ -586,7 +586,7 @@ async fn shared_sessions_run_on_every_replica(backend: &impl Backend) {
 /// A replica running a flow without `.persistent()` (it lives in memory only) and echoing
 /// everything else, coordinated by `coordinator`.
 async fn lone_replica(
-    coordinator: Arc<dyn botmesh_core::Coordinator>,
+    coordinator: Arc<dyn botmesh_core::traits::Coordinator>,
 ) -> (Bot, TestProvider, Recorder) {
     let provider = TestProvider::new();
     let rec = Recorder::default();

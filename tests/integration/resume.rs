@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use botmesh_coord::CoordinationConfig;
+use botmesh_core::traits::{CheckpointWrite, Store};
 use botmesh_core::{
-    Bot, BotBuilder, BotError, CheckpointWrite, Durability, Event, Flow, Inbound, MemoryStore,
-    MessageId, Step, Store, Trigger,
+    Bot, BotBuilder, BotError, Durability, Event, Flow, Inbound, MemoryStore, MessageId, Step,
+    Trigger,
 };
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 

@@ -105,10 +105,16 @@ async fn a_very_large_body_is_refused_with_a_typed_error_and_the_chat_goes_on() 
     bot.start().await.unwrap();
     let big = "x".repeat(64 * 1024);
     let huge = "y".repeat(10 * 1024 * 1024);
-    assert!(bot.dispatch(Inbound::text("test", "1", "c", big)).unwrap());
+    assert_eq!(
+        bot.dispatch(Inbound::text("test", "1", "c", big)).unwrap(),
+        botmesh_core::Accepted::Queued
+    );
     let refused = bot.dispatch(Inbound::text("test", "2", "c", huge)).unwrap_err();
     assert_eq!(refused.as_contract().map(|e| e.kind()), Some(ErrorKind::TooLarge));
-    assert!(bot.dispatch(Inbound::text("test", "3", "c", "small")).unwrap());
+    assert_eq!(
+        bot.dispatch(Inbound::text("test", "3", "c", "small")).unwrap(),
+        botmesh_core::Accepted::Queued
+    );
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c"), ["65536 bytes", "5 bytes"]);
     let errors = rec.errors();

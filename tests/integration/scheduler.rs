@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::{CoordinationConfig, LeadExt};
-use botmesh_core::{Bot, BotError, CheckpointWrite, MemoryStore, Missed, Store, TaskOptions};
+use botmesh_core::traits::{CheckpointWrite, Store};
+use botmesh_core::{Bot, BotError, MemoryStore, Missed, TaskOptions};
 use botmesh_testing::{FaultyCoordinator, TestProvider};
 use serde_json::json;
 use tokio::time::Instant;

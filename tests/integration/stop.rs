@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotBuilder, BotError, Durability, Inbound, MemoryStore, Outbound, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, BotBuilder, BotError, Durability, Inbound, MemoryStore, Outbound};
 use botmesh_testing::{FaultyStore, TestProvider};
 
 use crate::backends::{Backend, Memory, Redis};
@@ -77,7 +78,7 @@ async fn stop_answers_every_queued_message_once_and_sends_nothing_after_it_retur
     let bot: Bot = worker("a", Duration::from_millis(50))(b).build().unwrap();
     bot.start().await.unwrap();
     for m in messages("test") {
-        assert!(bot.dispatch(m).unwrap());
+        assert_eq!(bot.dispatch(m).unwrap(), botmesh_core::Accepted::Queued);
     }
     bot.stop().await.unwrap();
     let at_return = provider.sent();
@@ -115,7 +116,7 @@ async fn a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_
             let (bot, chat) = (a.bot.clone(), chat.to_vec());
             tokio::spawn(async move {
                 for m in chat {
-                    assert!(bot.accept(m).await.unwrap());
+                    assert_eq!(bot.accept(m).await.unwrap(), botmesh_core::Accepted::Queued);
                 }
             })
         })

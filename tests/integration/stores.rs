@@ -20,8 +20,9 @@ mod without_compare_and_set {
     use std::time::Duration;
 
     use botmesh_coord::CoordinationConfig;
+    use botmesh_core::traits::Store;
     use botmesh_core::{
-        Bot, BotError, ConfigError, EndReason, Event, Flow, MemoryStore, Step, Store, TaskOptions,
+        Bot, BotError, ConfigError, EndReason, Event, Flow, MemoryStore, Step, TaskOptions,
         Trigger, Warning,
     };
     use botmesh_testing::{
@@ -39,7 +40,7 @@ mod without_compare_and_set {
     ) -> (botmesh_core::BotBuilder, TestProvider, Recorder, Arc<FaultyCoordinator>) {
         let provider = TestProvider::new();
         let rec = Recorder::default();
-        let inner: Arc<dyn botmesh_core::Coordinator> =
+        let inner: Arc<dyn botmesh_core::traits::Coordinator> =
             Arc::new(MemoryCoordinator::new(hub.clone(), id).with_lease(LEASE));
         let coordinator = Arc::new(FaultyCoordinator::new(inner));
         let coordination = CoordinationConfig::from_arc(coordinator.clone()).build();

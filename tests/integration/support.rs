@@ -61,14 +61,14 @@ impl PlainStore {
 }
 
 #[botmesh_core::traits::async_trait]
-impl botmesh_core::Store for PlainStore {
-    fn capabilities(&self) -> botmesh_core::StoreCapabilities {
-        botmesh_core::StoreCapabilities::local().with_shared(self.shared)
+impl botmesh_core::traits::Store for PlainStore {
+    fn capabilities(&self) -> botmesh_core::traits::StoreCapabilities {
+        botmesh_core::traits::StoreCapabilities::local().with_shared(self.shared)
     }
 
     async fn upsert_chat(
         &self,
-        chat: &botmesh_core::ChatRecord,
+        chat: &botmesh_core::traits::ChatRecord,
     ) -> botmesh_core::traits::Result<()> {
         self.inner.upsert_chat(chat).await
     }
@@ -76,7 +76,7 @@ impl botmesh_core::Store for PlainStore {
     async fn get_chat(
         &self,
         id: &botmesh_core::ChatId,
-    ) -> botmesh_core::traits::Result<Option<botmesh_core::ChatRecord>> {
+    ) -> botmesh_core::traits::Result<Option<botmesh_core::traits::ChatRecord>> {
         self.inner.get_chat(id).await
     }
 
@@ -91,14 +91,14 @@ impl botmesh_core::Store for PlainStore {
     async fn get_checkpoint(
         &self,
         key: &str,
-    ) -> botmesh_core::traits::Result<Option<botmesh_core::CheckpointRecord>> {
+    ) -> botmesh_core::traits::Result<Option<botmesh_core::traits::CheckpointRecord>> {
         self.inner.get_checkpoint(key).await
     }
 
     async fn set_checkpoint(
         &self,
         key: &str,
-        write: &botmesh_core::CheckpointWrite,
+        write: &botmesh_core::traits::CheckpointWrite,
     ) -> botmesh_core::traits::Result<u64> {
         self.inner.set_checkpoint(key, write).await
     }

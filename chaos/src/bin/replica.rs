@@ -30,14 +30,16 @@ use botmesh_chaos::record::{
 };
 use botmesh_coord::{CoordinationConfig, ProviderSession};
 use botmesh_core::traits::{
+    Capabilities, InboundStream, Intake, Provider, ProviderEvent, Store, async_trait,
+};
+use botmesh_core::traits::{
     CasOutcome, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite, Coordinator,
     FencedLock, InboxAppend, InboxRecord, Leadership, LeaseGrant, ReleaseOptions,
     StoreCapabilities, Ticket, TurnGrant,
 };
 use botmesh_core::{
-    Bot, BotError, Capabilities, ConvCtx, Ctx, Durability, Error, Event, Flow, Inbound,
-    InboundStream, Intake, Outbound, Provider, ProviderEvent, SendReceipt, Step, Store,
-    TransportStatus, Trigger, async_trait,
+    Bot, BotError, ConvCtx, Ctx, Durability, Error, Event, Flow, Inbound, Outbound, SendReceipt,
+    Step, TransportStatus, Trigger,
 };
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_traits::webhook::IntakeSlot;

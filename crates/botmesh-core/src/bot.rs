@@ -92,8 +92,7 @@ impl Admit for Admission {
             return Verdict::Unavailable;
         }
         match inner.accept(message).await {
-            Ok(Accepted::Queued) => Verdict::Queued,
-            Ok(Accepted::Duplicate) => Verdict::Duplicate,
+            Ok(accepted) => accepted.into(),
             Err(e) => match e.as_contract().map(Error::kind) {
                 Some(ErrorKind::TooLarge) => Verdict::TooLarge,
                 Some(ErrorKind::InvalidInput) => Verdict::Invalid,
@@ -170,7 +169,7 @@ impl Host for BotHost {
 /// to clone.
 ///
 /// ```no_run
-/// # async fn demo(provider: impl botmesh_core::Provider) -> Result<(), botmesh_core::BotError> {
+/// # async fn demo(provider: impl botmesh_core::traits::Provider) -> Result<(), botmesh_core::BotError> {
 /// use botmesh_core::Bot;
 ///
 /// let bot = Bot::builder()
@@ -438,17 +437,17 @@ impl Bot {
         self.inner.shared.fetch_media(message).await
     }
 
-    /// Hands a message to the bot directly, as a webhook endpoint does. Returns `false` when it
-    /// was dropped as a duplicate.
-    pub fn dispatch(&self, message: Inbound) -> Result<bool> {
+    /// Hands a message to the bot directly and returns at once: [`Accepted::Duplicate`] when
+    /// it was dropped as a duplicate. Use [`Bot::accept`] when the sender waits for an answer.
+    pub fn dispatch(&self, message: Inbound) -> Result<Accepted> {
         self.inner.refuse_when_stopping()?;
-        self.inner.dispatcher.dispatch(message).map(|a| a == Accepted::Queued)
+        self.inner.dispatcher.dispatch(message)
     }
 
     /// Hands a message to the bot as a webhook endpoint does, and waits until the sender may
     /// acknowledge it (answer `200 OK`): once it is journaled, with durability, and holds its
-    /// place in the chat's queue, under coordination. Returns `false` when it was dropped as a
-    /// duplicate.
+    /// place in the chat's queue, under coordination. [`Accepted::Duplicate`] when it was
+    /// dropped as a duplicate; both outcomes are answered `200`.
     ///
     /// On an error the message was not taken (the journal or the chat's queue could not be
     /// written, this replica's leases lapsed and are not renewed yet, or the bot is not
@@ -458,8 +457,8 @@ impl Bot {
     ///
     /// A provider does the same through the [`Intake`] it is given at start, and gets the
     /// outcome as a [`Verdict`] to answer its platform with.
-    pub async fn accept(&self, message: Inbound) -> Result<bool> {
-        self.inner.accept(message).await.map(|a| a == Accepted::Queued)
+    pub async fn accept(&self, message: Inbound) -> Result<Accepted> {
+        self.inner.accept(message).await
     }
 
     /// Sends a message to any chat, through the provider it names

@@ -1,6 +1,8 @@
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! The botmesh bot runtime.
 //!
-//! A [`Bot`] joins a [`Provider`] (the transport), a [`Store`] (its state) and what it serves:
+//! A [`Bot`] joins a [`Provider`](traits::Provider) (the transport), a
+//! [`Store`](traits::Store) (its state) and what it serves:
 //! [`Flow`]s written as steps, free-form [`Conversation`]s written as async functions, message
 //! handlers, and `before_message` hooks.
 //!
@@ -43,10 +45,26 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Where things are
+//!
+//! The crate root holds what a bot author uses: [`Bot`] and its builder, flows and
+//! conversations with their contexts ([`Ctx`], [`ConvCtx`]), events, errors, and the message
+//! types handlers read and send. The rest is grouped by who needs it:
+//!
+//! - [`traits`]: the contract for whoever writes a provider, a store or a coordination
+//!   backend: the [`Provider`](traits::Provider), [`Store`](traits::Store) and
+//!   [`Coordinator`](traits::Coordinator) traits and the records they exchange with the
+//!   runtime. A bot author never needs it; its `Result` is the contract's, while the root's
+//!   [`Result`] carries a [`BotError`].
+//! - [`coordination`]: running the bot as several replicas.
+//! - [`scheduler`], [`retry`], [`texts`]: scheduled jobs, retry policies, built-in texts.
+//! - [`status`] and [`telemetry`]: what a replica reports about itself.
+//!
 //! # Feature flags
 //!
 //! None yet: the runtime needs nothing optional.
 
+mod accepted;
 mod bot;
 mod builder;
 mod checkpoint;
@@ -75,6 +93,7 @@ pub mod texts;
 mod transport;
 mod trigger;
 
+pub use accepted::Accepted;
 pub use bot::Bot;
 pub use builder::BotBuilder;
 pub use conv::ConvCtx;
@@ -91,4 +110,10 @@ pub use scheduler::{JobCtx, Missed, SchedulerLease, TaskOptions, Timing};
 pub use texts::Texts;
 pub use trigger::Trigger;
 
-pub use botmesh_traits::{self as traits, *};
+#[doc(no_inline)]
+pub use botmesh_traits as traits;
+pub use botmesh_traits::{
+    Button, ChatId, ChatKey, Contact, Content, Delivery, DeliveryStatus, Error, ErrorKind, Inbound,
+    LeaseLostReason, Media, MediaKind, MediaSource, MessageId, Outbound, OutboundContent,
+    SendReceipt, TransportStatus,
+};

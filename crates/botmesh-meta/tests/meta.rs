@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::coordination::Coordination;
+use botmesh_core::traits::{Provider, Store};
 use botmesh_core::{
     Bot, BotBuilder, BotError, Durability, Error, Event, MemoryStore, Outbound, OutboundContent,
-    Provider, Store,
 };
 use botmesh_meta::{Channel, MetaProvider};
 use botmesh_testing::meta::{Channel as Meta, Fault, GraphServer};

@@ -15,7 +15,7 @@
 //! # fn demo(
 //! #     provider: opentelemetry_sdk::trace::SdkTracerProvider,
 //! #     whatsapp: botmesh_testing::TestProvider,
-//! #     store: Arc<dyn botmesh_core::Store>,
+//! #     store: Arc<dyn botmesh_core::traits::Store>,
 //! #     coordination: Arc<dyn botmesh_core::coordination::Coordination>,
 //! # ) -> Result<(), Box<dyn std::error::Error>> {
 //! use botmesh_core::{Bot, BotError, Durability};

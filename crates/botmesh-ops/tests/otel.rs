@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotError, Durability, Inbound, MemoryStore, Store as _};
+use botmesh_core::traits::Store as _;
+use botmesh_core::{Bot, BotError, Durability, Inbound, MemoryStore};
 use botmesh_ops::otel::{ARRIVAL, LINK_ATTRIBUTE, W3cPropagation};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 use opentelemetry::KeyValue;

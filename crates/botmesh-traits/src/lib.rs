@@ -1,3 +1,4 @@
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! The shared contract of botmesh.
 //!
 //! This crate holds the traits that providers ([`Provider`]), stores ([`Store`]) and
@@ -5,7 +6,9 @@
 //! ([`Inbound`], [`Outbound`]) and the errors users match on ([`Error`], [`ErrorKind`]).
 //!
 //! Depend on it when you write a provider, a store or a coordinator. To build a bot, depend on
-//! `botmesh-core` instead; it re-exports everything here.
+//! `botmesh-core` instead: it re-exports this
+//! crate as `botmesh_core::traits`, and the message types and errors a bot author uses at its
+//! root.
 //!
 //! # Design
 //!

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, Durability, MemoryStore, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, Durability, MemoryStore};
 use botmesh_meta::{Channel, MetaProvider};
 use botmesh_redis_store::RedisStore;
 use botmesh_traits::webhook::axum::Router;
@@ -99,7 +100,7 @@ impl Settings {
 pub fn app(providers: &[MetaProvider]) -> Router {
     let health = botmesh_traits::webhook::axum::routing::get(|| async { "ok" });
     providers.iter().fold(Router::new().route("/healthz", health), |app, p| {
-        app.merge(p.router(&format!("/meta/{}", botmesh_core::Provider::id(p))))
+        app.merge(p.router(&format!("/meta/{}", botmesh_core::traits::Provider::id(p))))
     })
 }
 

@@ -20,10 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{
-    Ask, Bot, BotBuilder, BotError, Capabilities, Durability, Flow, Step, Store, TaskOptions,
-    Trigger,
-};
+use botmesh_core::traits::{Capabilities, Store};
+use botmesh_core::{Ask, Bot, BotBuilder, BotError, Durability, Flow, Step, TaskOptions, Trigger};
 use botmesh_ops::{Ops, PrometheusHandle};
 use botmesh_redis_store::RedisStore;
 use botmesh_testing::{TestProvider, WebhookTestProvider};

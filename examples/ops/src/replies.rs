@@ -2,10 +2,8 @@
 //! bot answer in the terminal (the generated chats of `--load` stay quiet).
 
 use botmesh_core::traits::Result;
-use botmesh_core::{
-    Capabilities, InboundStream, Intake, Outbound, Provider, SendReceipt, TransportStatus,
-    async_trait,
-};
+use botmesh_core::traits::{Capabilities, InboundStream, Intake, Provider, async_trait};
+use botmesh_core::{Outbound, SendReceipt, TransportStatus};
 use botmesh_testing::WebhookTestProvider;
 
 use crate::load;

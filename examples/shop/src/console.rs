@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use botmesh_core::traits::Result;
-use botmesh_core::{
-    Capabilities, Inbound, InboundStream, Intake, MessageId, Outbound, OutboundContent, Provider,
-    ProviderEvent, SendReceipt, TransportStatus, async_trait,
+use botmesh_core::traits::{
+    Capabilities, InboundStream, Intake, Provider, ProviderEvent, async_trait,
 };
+use botmesh_core::{Inbound, MessageId, Outbound, OutboundContent, SendReceipt, TransportStatus};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;

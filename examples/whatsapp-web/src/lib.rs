@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, Durability, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, Durability};
 use botmesh_redis_store::RedisStore;
 use botmesh_sql_store::SqliteStore;
 use botmesh_whatsapp_web::{Session, WhatsAppWebProvider};

@@ -68,12 +68,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "non-text panic payload".to_owned())
 }
 
-/// What became of a message handed to [`Dispatcher::dispatch`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Accepted {
-    Queued,
-    Duplicate,
-}
+pub(crate) use crate::accepted::Accepted;
 
 /// A chat's registration: where its jobs go, and how many are not finished yet.
 struct Entry {

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use botmesh_core::TransportStatus;
 use botmesh_core::coordination::Coordination;
-use botmesh_core::{Provider, TransportStatus};
+use botmesh_core::traits::Provider;
 use botmesh_testing::discord::{Author, DiscordServer, Fault};
 use botmesh_testing::{MemoryCoordinationHub, ProviderHarness, provider_conformance};
 use tokio::time::Instant;

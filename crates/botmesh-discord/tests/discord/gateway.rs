@@ -98,8 +98,11 @@ async fn a_wrong_token_fails_the_start_as_unauthorized() {
         botmesh_discord::DiscordProvider::default_intents(),
     )
     .with_proxy(server.url());
-    let started =
-        botmesh_core::Provider::start(&provider, botmesh_core::Intake::closed("discord")).await;
+    let started = botmesh_core::traits::Provider::start(
+        &provider,
+        botmesh_core::traits::Intake::closed("discord"),
+    )
+    .await;
     assert!(
         matches!(started, Err(botmesh_core::Error::Unauthorized { .. })),
         "{:?}",

@@ -5,9 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{
-    Admit, Inbound, Intake, Provider, ProviderEvent, TransportStatus, Verdict, async_trait,
-};
+use botmesh_core::traits::{Admit, Intake, Provider, ProviderEvent, Verdict, async_trait};
+use botmesh_core::{Inbound, TransportStatus};
 use botmesh_discord::DiscordProvider;
 use botmesh_testing::discord::{Author, DiscordServer};
 use futures_util::StreamExt;

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use botmesh_core::{
-    Bot, BotError, Content, MediaKind, Outbound, OutboundContent, Provider, TransportStatus,
-};
+use botmesh_core::traits::Provider;
+use botmesh_core::{Bot, BotError, Content, MediaKind, Outbound, OutboundContent, TransportStatus};
 use botmesh_testing::discord::{Author, DiscordServer};
 
 #[allow(clippy::wildcard_imports, reason = "the helpers every test module uses")]

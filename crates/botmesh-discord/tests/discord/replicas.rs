@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, Event, FollowReason, MemoryStore, Store, TransportStatus};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, Event, FollowReason, MemoryStore, TransportStatus};
 use botmesh_testing::discord::{Author, DiscordServer, Fault};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
 use tokio::time::Instant;

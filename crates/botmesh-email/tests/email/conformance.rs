@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::Provider;
 use botmesh_core::coordination::Coordination;
+use botmesh_core::traits::Provider;
 use botmesh_email::{Backlog, EmailProvider, SECRET_HEADER};
 use botmesh_testing::email::{DovecotServer, SmtpSink};
 use botmesh_testing::{MemoryCoordinationHub, ProviderHarness, provider_conformance};

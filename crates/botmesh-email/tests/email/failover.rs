@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{Bot, BotError, Durability, MemoryStore, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, BotError, Durability, MemoryStore};
 use botmesh_testing::MemoryCoordinationHub;
 use botmesh_testing::MemoryCoordinator;
 use botmesh_testing::email::{DovecotServer, SmtpSink};

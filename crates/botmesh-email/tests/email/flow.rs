@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use botmesh_core::{Ask, Bot, BotError, Flow, MemoryStore, Provider, Step, Store, Trigger};
+use botmesh_core::traits::{Provider, Store};
+use botmesh_core::{Ask, Bot, BotError, Flow, MemoryStore, Step, Trigger};
 use botmesh_email::EmailProvider;
 use botmesh_testing::email::DovecotServer;
 use botmesh_testing::email::SmtpSink;

@@ -100,7 +100,8 @@ async fn a_body_over_the_limit_is_413_and_a_malformed_mail_400_and_reported() {
 
 #[tokio::test]
 async fn threads_make_chats_of_their_own_and_attachments_stay_reachable() {
-    use botmesh_core::{Media, Provider};
+    use botmesh_core::Media;
+    use botmesh_core::traits::Provider;
     use botmesh_email::Threading;
     let sink = SmtpSink::start().await.unwrap();
     let provider = EmailProvider::ingest("s", smtp(&sink)).with_threading(Threading::Thread);
@@ -159,7 +160,7 @@ async fn threads_make_chats_of_their_own_and_attachments_stay_reachable() {
 
 #[tokio::test]
 async fn two_senders_with_the_same_message_id_are_both_handled_and_kept_apart() {
-    use botmesh_core::Provider;
+    use botmesh_core::traits::Provider;
     let sink = SmtpSink::start().await.unwrap();
     let provider = EmailProvider::ingest("s", smtp(&sink));
     let router = provider.router();

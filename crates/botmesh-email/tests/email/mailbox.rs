@@ -4,7 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{Bot, BotError, Event, MemoryStore, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, BotError, Event, MemoryStore};
 use botmesh_email::EmailProvider;
 use botmesh_testing::email::{DovecotServer, SmtpSink};
 

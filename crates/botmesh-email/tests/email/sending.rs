@@ -1,7 +1,8 @@
 //! Sending through SMTP: receipts carry the `Message-ID`, idempotency keys keep it, SMTP
 //! refusals are typed, files go as attachments.
 
-use botmesh_core::{Error, MediaKind, MediaSource, Outbound, OutboundContent, Provider};
+use botmesh_core::traits::Provider;
+use botmesh_core::{Error, MediaKind, MediaSource, Outbound, OutboundContent};
 use botmesh_email::EmailProvider;
 use botmesh_testing::email::SmtpSink;
 

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{Bot, BotError, Event, Provider, TransportStatus};
+use botmesh_core::traits::Provider;
+use botmesh_core::{Bot, BotError, Event, TransportStatus};
 use botmesh_email::EmailProvider;
 use botmesh_testing::email::{DovecotServer, SmtpSink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, BotBuilder, BotError, Capabilities, Durability, MemoryStore};
+use botmesh_core::traits::Capabilities;
+use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore};
 use botmesh_ops::Ops;
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 use tokio::time::Instant;

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::Provider;
 use botmesh_core::coordination::Coordination;
+use botmesh_core::traits::Provider;
 use botmesh_telegram::{SECRET_HEADER, TelegramProvider};
 use botmesh_testing::telegram::{Fault, TelegramServer};
 use botmesh_testing::{MemoryCoordinationHub, ProviderHarness, provider_conformance};

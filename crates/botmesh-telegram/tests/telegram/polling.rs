@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{Bot, Durability, Event, MemoryStore, Provider, Store};
+use botmesh_core::traits::{Provider, Store};
+use botmesh_core::{Bot, Durability, Event, MemoryStore};
 use botmesh_testing::telegram::{Fault, TelegramServer};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
 use tokio::time::Instant;

@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{Bot, Durability, Event, MemoryStore, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, Durability, Event, MemoryStore};
 use botmesh_telegram::{SECRET_HEADER, TelegramProvider};
 use botmesh_testing::MemoryCoordinationHub;
 use botmesh_testing::telegram::TelegramServer;

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::Provider;
 use botmesh_core::coordination::Coordination;
+use botmesh_core::traits::Provider;
 use botmesh_testing::whatsapp_web::{PhoneNetwork, jid};
 use botmesh_testing::{MemoryCoordinationHub, ProviderHarness, provider_conformance};
 use botmesh_whatsapp_web::seam::{WaBody, WaIncoming};

@@ -6,7 +6,8 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{Bot, Durability, Intake, MemoryStore, Provider, Store, TransportStatus};
+use botmesh_core::traits::{Intake, Provider, Store};
+use botmesh_core::{Bot, Durability, MemoryStore, TransportStatus};
 use botmesh_testing::FaultyStore;
 use botmesh_testing::whatsapp_web::{PhoneNetwork, jid};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};

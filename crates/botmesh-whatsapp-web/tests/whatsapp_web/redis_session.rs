@@ -11,7 +11,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{Bot, BotError, Store};
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, BotError};
 use botmesh_redis_store::RedisStore;
 use botmesh_testing::RedisServer;
 use botmesh_traits::{Bytes, async_trait};

@@ -7,9 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::{
-    Bot, Durability, Event, FollowReason, MemoryStore, Provider, Store, TransportStatus,
-};
+use botmesh_core::traits::{Provider, Store};
+use botmesh_core::{Bot, Durability, Event, FollowReason, MemoryStore, TransportStatus};
 use botmesh_testing::whatsapp_web::{PhoneNetwork, jid};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
 use botmesh_whatsapp_web::{WhatsAppEvent, is_locked};
