@@ -36,7 +36,8 @@ Options (defaults in brackets):
   --faults LIST       comma-separated: kill,stop,client-kill,pause,restart, or all, or none [all]
   --fault-every TIME  time between two faults: seconds, or a duration such as 500ms [6]
   --durability on|off the inbox journal and outbox [on]
-  --lease-ms MS       the replicas' lease, in milliseconds [2000]
+  --lease TIME        the replicas' lease: seconds, or a duration such as 1500ms [2s]
+  --lease-ms MS       the same in milliseconds
   --out DIR           where histories and report.json go [target/chaos]
 ";
 
@@ -80,6 +81,7 @@ fn options() -> Result<Option<Options>> {
             "--messages" => o.messages = u32::try_from(num(&value)?)?,
             "--duration" => o.duration = time(&value)?,
             "--fault-every" => o.fault_every = time(&value)?.max(Duration::from_secs(1)),
+            "--lease" => o.lease = time(&value)?.max(Duration::from_millis(300)),
             "--lease-ms" => o.lease = Duration::from_millis(num(&value)?.max(300)),
             "--out" => o.out = value.into(),
             "--durability" => {

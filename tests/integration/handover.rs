@@ -396,7 +396,10 @@ async fn a_reply_whose_send_failed_twice_goes_out_on_the_third_run(backend: &imp
     assert!(!skipped, "no run took the failed sends for done");
     let failed = a.rec.errors().iter().filter(|e| e.to_string().contains("handler failed")).count();
     assert_eq!(failed, 2, "{:?}", a.rec.errors());
-    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "acknowledged once sent");
+    assert!(
+        backend.store().journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
+        "acknowledged once sent"
+    );
 }
 
 /// Echoes, after an hour for "slow" on a slow replica.
@@ -431,7 +434,10 @@ async fn a_message_queued_on_a_killed_replica_is_handled_by_another_after_the_le
     let replayed = b.rec.events().iter().filter(|e| matches!(e, Event::TakenOver { .. })).count();
     assert_eq!(replayed, 2);
     b.provider.settled(&b.bot).await;
-    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "both acknowledged");
+    assert!(
+        backend.store().journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
+        "both acknowledged"
+    );
 }
 
 /// A persistent flow whose step sends, works (for an hour on a slow replica), and sends again.
@@ -544,7 +550,10 @@ async fn an_answer_no_checkpoint_holds_is_released_and_handled_before_the_next_m
         ["1 2", "then 3"],
         "each answer on its question, in order"
     );
-    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "all acknowledged");
+    assert!(
+        backend.store().journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
+        "all acknowledged"
+    );
 }
 
 async fn limit_without_durability_a_re_run_step_sends_again(backend: &impl Backend) {
@@ -654,7 +663,10 @@ async fn a_stalled_replica_s_message_is_taken_over_before_the_next_one(backend: 
     assert_eq!(b.provider.texts_to("c"), ["b did slow", "b did next"], "m1 first, then m2");
     assert!(a.provider.sent().is_empty(), "the stalled replica answered nothing");
     b.provider.settled(&b.bot).await;
-    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "both acknowledged");
+    assert!(
+        backend.store().journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
+        "both acknowledged"
+    );
 }
 
 /// A webhook delivery of message `id`, as [`Bot::accept`] takes it.
@@ -711,7 +723,10 @@ async fn a_retry_of_a_message_journaled_by_a_dead_replica_is_taken_over(backend:
     b.provider.settled(&b.bot).await;
     assert_eq!(b.provider.texts_to("c"), ["b did slow"], "handled once, by b");
     assert!(a.provider.sent().is_empty());
-    assert!(backend.store().inbox_pending(10).await.unwrap().is_empty(), "acknowledged");
+    assert!(
+        backend.store().journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
+        "acknowledged"
+    );
 }
 
 async fn a_delivery_whose_ticket_came_after_the_replica_froze_is_refused_not_acknowledged(

@@ -235,7 +235,7 @@ async fn takeover_after_crash(
         let bot = botmesh_core::Bot::builder()
             .provider(provider.clone())
             .store(Arc::clone(&store))
-            .coordination(CoordinationConfig::from_arc(faulty.clone()).build())
+            .coordination(CoordinationConfig::new(faulty.clone()).build())
             .on_message(|ctx| async move {
                 if ctx.body() == "hold" {
                     tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -268,7 +268,7 @@ async fn the_lease_set_on_the_coordinator_is_the_one_the_runtime_uses() {
     let coordinator = |id: &str| -> Arc<dyn botmesh_core::traits::Coordinator> {
         Arc::new(botmesh_testing::MemoryCoordinator::new(hub.clone(), id).with_lease(lease))
     };
-    assert_eq!(CoordinationConfig::from_arc(coordinator("x")).get_lease(), lease);
+    assert_eq!(CoordinationConfig::new(coordinator("x")).get_lease(), lease);
     let store = Arc::new(botmesh_core::MemoryStore::new());
     let waited = takeover_after_crash(coordinator("a"), coordinator("b"), store).await;
     assert!(waited >= lease * 2 / 3 && waited <= lease + lease / 3, "took over after {waited:?}");
@@ -280,7 +280,7 @@ async fn the_lease_defaults_to_fifteen_seconds() {
     let coordinator = |id: &str| -> Arc<dyn botmesh_core::traits::Coordinator> {
         Arc::new(botmesh_testing::MemoryCoordinator::new(hub.clone(), id))
     };
-    assert_eq!(CoordinationConfig::from_arc(coordinator("x")).get_lease(), Duration::from_secs(15));
+    assert_eq!(CoordinationConfig::new(coordinator("x")).get_lease(), Duration::from_secs(15));
     let store = Arc::new(botmesh_core::MemoryStore::new());
     let waited = takeover_after_crash(coordinator("a"), coordinator("b"), store).await;
     assert!(waited >= Duration::from_secs(10) && waited <= Duration::from_secs(20), "{waited:?}");

@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod backends;
+mod config;
 mod conversations;
 mod dispatch;
 mod exits;

@@ -389,7 +389,13 @@ async fn durable_tasks_take_their_leadership_from_the_coordinator_by_default(
         probe.try_lead("task:report", LEASE).await.unwrap().is_none(),
         "a holds task:report on the coordinator"
     );
-    let taken = backend.store().acquire_lease("task:report", "probe", LEASE).await.unwrap();
+    let taken = backend
+        .store()
+        .leases()
+        .unwrap()
+        .acquire_lease("task:report", "probe", LEASE)
+        .await
+        .unwrap();
     assert!(taken.is_some(), "the store's lease of that name is not what a took");
 }
 
@@ -399,7 +405,8 @@ async fn an_explicit_scheduler_lease_is_the_one_durable_tasks_use(backend: &impl
     let lease = SchedulerLease::Store(Arc::clone(&leases));
     let _a = reporting(backend, &runs, |b| b.scheduler_lease(lease)).await;
     ran(&runs).await;
-    let taken = leases.acquire_lease("task:report", "probe", LEASE).await.unwrap();
+    let taken =
+        leases.leases().unwrap().acquire_lease("task:report", "probe", LEASE).await.unwrap();
     assert!(taken.is_none(), "a holds task:report in the store it was given");
     let probe = backend.coordinator("probe").await;
     probe.heartbeat(LEASE).await.unwrap();

@@ -269,7 +269,9 @@ fn nudge(fences: &Fences) -> Conversation {
             fences.lock().unwrap().push(c.fence());
             c.idle(IDLE);
             match c.ask("Your email?").await {
-                Ok(m) => c.send(format!("got {}", m.body)).await?,
+                Ok(m) => {
+                    c.reply(format!("got {}", m.body)).await?;
+                }
                 Err(e) if e.is_idle() => {
                     fences.lock().unwrap().push(c.fence());
                     c.send("Still there?").await?;
@@ -400,7 +402,7 @@ async fn while_redis_is_down_a_handler_s_store_call_fails_as_store_and_its_send_
         .events()
         .iter()
         .filter_map(|e| match e {
-            Event::Error { key: Some(key), error } if key.as_str() == "test:e" => {
+            Event::Error { key: Some(key), error, .. } if key.as_str() == "test:e" => {
                 Some(error.as_contract().map(Error::kind))
             }
             _ => None,

@@ -209,7 +209,7 @@ async fn hooked(
     handled: &Arc<AtomicUsize>,
 ) -> Hooked {
     let hook = WebhookTestProvider::new("hook", SECRET);
-    let coordination = CoordinationConfig::from_arc(backend.coordinator(name).await).build();
+    let coordination = CoordinationConfig::new(backend.coordinator(name).await).build();
     let bot = tagged(name, handled)(
         Bot::builder()
             .provider(hook.clone())

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::traits::{CasOutcome, CheckpointWrite, Store};
+use botmesh_core::traits::{CasOutcome, CasStore, CheckpointWrite, Store};
 use botmesh_core::{Bot, BotError, Durability, Event, Inbound};
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
@@ -422,7 +422,7 @@ async fn an_acknowledgement_redis_did_not_take_is_retried_until_it_lands() {
     server.lock().unwrap().restart().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match store.inbox_pending(10).await {
+        match store.journal().unwrap().inbox_pending(10).await {
             Ok(pending) if pending.is_empty() => break,
             Ok(pending) => assert!(Instant::now() < deadline, "still pending: {pending:?}"),
             Err(e) => assert!(Instant::now() < deadline, "Redis never came back: {e}"),
@@ -669,6 +669,9 @@ async fn every_call_on_the_message_path_rides_out_a_dropped_connection() {
     provider.settled(&bot).await;
     assert_eq!(provider.texts_to("c"), expected, "each message answered once, in order");
     assert!(rec.errors().is_empty(), "nothing failed: {:?}", rec.errors());
-    assert!(store.inbox_pending(10).await.unwrap().is_empty(), "every message acknowledged");
+    assert!(
+        store.journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
+        "every message acknowledged"
+    );
     assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None, "the flow ended");
 }

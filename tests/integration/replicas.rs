@@ -54,7 +54,7 @@ pub(crate) async fn replica(
     bot: impl FnOnce(BotBuilder) -> BotBuilder,
 ) -> Replica {
     let coordinator = Arc::new(FaultyCoordinator::new(backend.coordinator(id).await));
-    let coordination = config(CoordinationConfig::from_arc(coordinator.clone())).build();
+    let coordination = config(CoordinationConfig::new(coordinator.clone())).build();
     let rec = Recorder::default();
     let builder =
         Bot::builder().provider(provider.clone()).store(backend.store()).coordination(coordination);
@@ -601,7 +601,7 @@ async fn lone_replica(
             ctx.reply(format!("echo {}", ctx.body())).await?;
             Ok::<_, BotError>(())
         })
-        .coordination(CoordinationConfig::from_arc(coordinator).build())
+        .coordination(CoordinationConfig::new(coordinator).build())
         .build()
         .unwrap();
     bot.start().await.unwrap();

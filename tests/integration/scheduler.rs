@@ -53,7 +53,7 @@ async fn replica(
     let builder = Bot::builder()
         .provider(TestProvider::new())
         .store(backend.store())
-        .coordination(CoordinationConfig::from_arc(coordinator.clone()).build());
+        .coordination(CoordinationConfig::new(coordinator.clone()).build());
     let builder = if durable {
         builder.every_with(EVERY, TaskOptions::durable("report"), job)
     } else {
@@ -167,6 +167,7 @@ async fn a_holder_frozen_past_its_lock_ttl_has_its_later_write_rejected_by_fence
     backend: &impl Backend,
 ) {
     let store = backend.store();
+    let store = store.locks().expect("the backend's store has fenced locks");
     let resource = FencedResource::default();
     let ttl = Duration::from_millis(500);
     let a = store.acquire_lock_fenced("report", ttl).await.unwrap().unwrap();
@@ -215,10 +216,10 @@ async fn missed_occurrences_run_once_on_recovery_or_are_skipped() {
     for (missed, expect_catch_up) in [(Missed::RunOnce, true), (Missed::Skip, false)] {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         // The last run was long ago: every replica was down since.
-        assert!(store.task_claim("report", 1).await.unwrap());
+        assert!(store.tasks().unwrap().task_claim("report", 1).await.unwrap());
         let caught_up = recover(&store, missed).await;
         assert_eq!(caught_up, expect_catch_up, "{missed:?}");
-        let last = store.task_last("report").await.unwrap().unwrap();
+        let last = store.tasks().unwrap().task_last("report").await.unwrap().unwrap();
         assert!(last > 1, "{missed:?}: the missed occurrences are accounted for");
         let row = store.get_checkpoint("botmesh:task:report").await.unwrap();
         assert!(row.is_none(), "the task record lives apart from checkpoints");
@@ -230,7 +231,7 @@ async fn missed_occurrences_run_once_on_recovery_or_are_skipped() {
 #[tokio::test(start_paused = true)]
 async fn a_store_without_task_records_keeps_them_in_a_checkpoint_row() {
     let store: Arc<dyn Store> = Arc::new(PlainStore::local());
-    assert!(!store.capabilities().tasks());
+    assert!(store.tasks().is_none());
     store
         .set_checkpoint(
             "botmesh:task:report",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::traits::Store;
+use botmesh_core::traits::{JournalStore, Store};
 use botmesh_core::{Bot, BotBuilder, BotError, Durability, Inbound, MemoryStore, Outbound};
 use botmesh_testing::{FaultyStore, TestProvider};
 
@@ -136,7 +136,10 @@ async fn a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_
     let all = [a_at_return, b.provider.sent()].concat();
     let counts = replies(&all);
     assert_each_answered_once(&counts);
-    assert!(backend.store().inbox_pending(100).await.unwrap().is_empty(), "all acknowledged");
+    assert!(
+        backend.store().journal().unwrap().inbox_pending(100).await.unwrap().is_empty(),
+        "all acknowledged"
+    );
 }
 
 /// A durable echo bot on a store whose acknowledgements the test can fail.

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 
 use botmesh_core::MemoryStore;
-use botmesh_testing::store_conformance;
+use botmesh_testing::{claimed_capabilities, store_conformance};
 
 #[tokio::test(start_paused = true)]
 async fn memory_store_passes_the_store_conformance_suite() {
-    store_conformance(Arc::new(MemoryStore::new())).await;
+    let store = Arc::new(MemoryStore::new());
+    assert_eq!(claimed_capabilities(&*store), ["cas", "locks", "leases", "tasks", "journal"]);
+    store_conformance(store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,7 +45,7 @@ mod without_compare_and_set {
         let inner: Arc<dyn botmesh_core::traits::Coordinator> =
             Arc::new(MemoryCoordinator::new(hub.clone(), id).with_lease(LEASE));
         let coordinator = Arc::new(FaultyCoordinator::new(inner));
-        let coordination = CoordinationConfig::from_arc(coordinator.clone()).build();
+        let coordination = CoordinationConfig::new(coordinator.clone()).build();
         let b = rec
             .attach(Bot::builder().provider(provider.clone()))
             .store(store)

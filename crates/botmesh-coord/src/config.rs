@@ -57,14 +57,13 @@ impl std::fmt::Debug for CoordinationConfig {
 
 impl CoordinationConfig {
     /// The defaults above, over `coordinator`.
+    ///
+    /// To keep a handle to the coordinator (a test crashing or stalling a
+    /// `MemoryCoordinator` or a `FaultyCoordinator`, say), wrap it in an `Arc` and pass a
+    /// clone: an `Arc` of a coordinator is a coordinator.
     pub fn new(coordinator: impl Coordinator) -> Self {
-        Self::from_arc(Arc::new(coordinator))
-    }
-
-    /// The defaults above, over a shared coordinator.
-    pub fn from_arc(coordinator: Arc<dyn Coordinator>) -> Self {
         Self {
-            coordinator,
+            coordinator: Arc::new(coordinator),
             turn_wait: Duration::from_secs(120),
             settle: Duration::from_secs(60),
             provider_session: ProviderSession::Auto,

@@ -53,6 +53,8 @@
 //! - `serde`: `CoordinationSettings`, the settings as a configuration file holds them, with
 //!   durations as text (`"15s"`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod config;
 mod election;
 mod lead;
@@ -60,6 +62,16 @@ mod metered;
 mod runtime;
 mod state;
 mod turns;
+
+pub mod guide {
+    // These link definitions come first, so they win over the guide's own (written for readers
+    // of the file on GitHub).
+    #![doc = "[handover]: botmesh_core::guide::handover"]
+    #![doc = "[handover-webhook]: botmesh_core::guide::handover#acknowledging-a-webhook"]
+    #![doc = "[`Bot::accept`]: botmesh_core::Bot::accept"]
+    #![doc = "[compose]: https://github.com/botmesh/botmesh/tree/main/examples/compose"]
+    #![doc = include_str!("../guide.md")]
+}
 
 #[cfg(feature = "serde")]
 pub use config::CoordinationSettings;

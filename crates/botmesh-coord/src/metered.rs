@@ -58,6 +58,10 @@ impl Coordinator for Metered {
         self.inner.lease()
     }
 
+    fn subscribed(&self) -> bool {
+        self.inner.subscribed()
+    }
+
     async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
         self.timed(0, self.inner.take_ticket(key)).await
     }

@@ -342,6 +342,7 @@ impl Coordination for Runtime {
         status.heartbeat_loop_ms_ago = millis(now.duration_since(*lock(&state.looped_at)));
         status.stalled = state.stalled();
         status.stepped_down = state.stepped_down.load(Ordering::SeqCst);
+        status.subscribed = state.coordinator.subscribed();
         status.leading = leading;
         status
     }

@@ -231,7 +231,7 @@ impl Bot {
         self.inner.dispatcher.open();
         match &shared.coordination {
             Some(coordination) => {
-                if !shared.store.capabilities().atomic_checkpoints() {
+                if shared.store.cas().is_none() {
                     // Replicas fall back to the local fence only.
                     shared.events.emit(Event::Warning(Warning::NoAtomicCheckpoints));
                 }
@@ -478,6 +478,11 @@ impl Bot {
     /// Waits until every message handed to the bot so far has been handled.
     pub async fn wait_idle(&self) {
         self.inner.dispatcher.wait_idle().await;
+    }
+
+    /// Whether every message handed to the bot so far has been handled, now.
+    pub fn is_idle(&self) -> bool {
+        self.inner.dispatcher.is_idle()
     }
 
     /// The bot's store.

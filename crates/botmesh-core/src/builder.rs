@@ -27,6 +27,26 @@ use crate::{
 /// Defaults: a [`MemoryStore`], English as the default language, duplicate ids remembered
 /// for the last 10,000 messages, message bodies up to 256 KiB, and an event channel of 1,024
 /// events per subscriber.
+///
+/// ```
+/// use botmesh_core::{Bot, BotError, Trigger};
+/// # use botmesh_testing::TestProvider;
+///
+/// # fn main() -> Result<(), botmesh_core::ConfigError> {
+/// # let provider = TestProvider::new();
+/// let bot: Bot = Bot::builder()
+///     .provider(provider)
+///     .default_lang("es")
+///     .cancel_on(Trigger::keyword("basta"))
+///     .on_message(|ctx| async move {
+///         ctx.reply(ctx.text("greeting")).await?;
+///         Ok::<_, BotError>(())
+///     })
+///     .text("es", "greeting", "¡Hola!")
+///     .build()?;
+/// # let _ = bot;
+/// # Ok(()) }
+/// ```
 #[must_use = "a builder does nothing until `build()`"]
 pub struct BotBuilder {
     providers: Vec<Arc<dyn Provider>>,
@@ -323,9 +343,8 @@ impl BotBuilder {
                 return Err(ConfigError::DuplicateName { name });
             }
         }
-        let cas_checkpoints =
-            self.coordination.is_some() && store.capabilities().atomic_checkpoints();
-        if self.durability.is_some() && !store.capabilities().journal() {
+        let cas_checkpoints = self.coordination.is_some() && store.cas().is_some();
+        if self.durability.is_some() && store.journal().is_none() {
             return Err(ConfigError::NoJournal);
         }
         let owner = self
@@ -358,12 +377,12 @@ impl BotBuilder {
             propagation: self.propagation,
         });
         let mut task_ids = HashSet::new();
-        let store_caps = shared.store.capabilities();
         for task in self.jobs.iter().filter_map(|j| j.task.as_ref()) {
             if !task_ids.insert(task.id.clone()) {
                 return Err(ConfigError::DuplicateName { name: task.id.clone() });
             }
-            if store_caps.shared() && !store_caps.atomic_checkpoints() {
+            let store = &shared.store;
+            if store.shared() && store.tasks().is_none() && store.cas().is_none() {
                 // Two replicas could both read the last occurrence and both claim the next.
                 return Err(ConfigError::DurableTaskNeedsAtomicStore { task: task.id.clone() });
             }

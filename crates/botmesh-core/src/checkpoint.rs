@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use botmesh_traits::{CasOutcome, CheckpointRecord, CheckpointWrite, Error, Store};
+use botmesh_traits::{CasOutcome, CasStore, CheckpointRecord, CheckpointWrite, Error, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tracing::Instrument;
@@ -90,12 +90,12 @@ pub(crate) fn aside(key: &str) -> String {
     format!("{key}|aside")
 }
 
-/// The checkpoint rows of a store, written the way the bot is set up: compare-and-set (`cas`)
-/// when coordination is on and the store can, plainly otherwise.
+/// The checkpoint rows of a store, written the way the bot is set up: compare-and-set (`cas`,
+/// the store's [`CasStore`]) when coordination is on and the store can, plainly otherwise.
 #[derive(Clone, Copy)]
 pub(crate) struct Rows<'a> {
     pub(crate) store: &'a dyn Store,
-    pub(crate) cas: bool,
+    pub(crate) cas: Option<&'a dyn CasStore>,
 }
 
 impl Rows<'_> {
@@ -114,8 +114,8 @@ impl Rows<'_> {
     ) -> Result<CasOutcome, Error> {
         let span = tracing::debug_span!(target: "botmesh", "checkpoint", expected);
         async {
-            if self.cas {
-                self.store.set_checkpoint_if(key, write, expected).await
+            if let Some(cas) = self.cas {
+                cas.set_checkpoint_if(key, write, expected).await
             } else {
                 let revision = self.store.set_checkpoint(key, write).await?;
                 Ok(CasOutcome::Written { revision })
@@ -127,8 +127,8 @@ impl Rows<'_> {
 
     /// Deletes row `key` as of `revision`: with compare-and-set, a newer writer's row stays.
     pub(crate) async fn clear(self, key: &str, revision: u64) -> Result<(), Error> {
-        if self.cas {
-            self.store.clear_checkpoint_if(key, revision).await.map(drop)
+        if let Some(cas) = self.cas {
+            cas.clear_checkpoint_if(key, revision).await.map(drop)
         } else {
             self.store.clear_checkpoint(key).await
         }

@@ -13,12 +13,43 @@ use crate::{Message, Result};
 
 /// What a message handler gets: the message, and ways to answer it.
 ///
-/// Cheap to clone.
+/// Cheap to clone. A conversation step gets a [`ConvCtx`](crate::ConvCtx), which answers the
+/// same questions with the same names and types: `key`, `chat`, `message`, `body`, `lang`,
+/// `text`, `fence`, `reply`, `send`, `send_message`, `media`, `user` and `set_user`.
+///
+/// ```
+/// use botmesh_core::{Bot, BotError, OutboundContent};
+/// # use botmesh_testing::TestProvider;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let provider = TestProvider::new();
+/// let bot = Bot::builder()
+///     .provider(provider.clone())
+///     .on_message(|ctx| async move {
+///         let mut user = ctx.user().await?;
+///         let visits = user["visits"].as_u64().unwrap_or(0) + 1;
+///         user["visits"] = visits.into();
+///         ctx.set_user(&user).await?;
+///         ctx.reply(format!("visit {visits} from {}", ctx.chat().as_str())).await?;
+///         ctx.send(OutboundContent::Location { latitude: 41.4, longitude: 2.2, name: None })
+///             .await?;
+///         Ok::<_, BotError>(())
+///     })
+///     .build()?;
+/// bot.start().await?;
+/// provider.say("chat-1", "hi");
+/// provider.settled(&bot).await;
+/// assert_eq!(provider.texts_to("chat-1"), ["visit 1 from chat-1"]);
+/// # bot.stop().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Ctx {
     shared: Arc<Shared>,
     turn: Arc<TurnSlot>,
     message: Arc<Message>,
+    key: ChatKey,
     start: Arc<Mutex<Option<String>>>,
     /// With durability: the outbox key prefix of this handler's sends, and their count.
     outbox: Option<Arc<(String, AtomicU32)>>,
@@ -39,12 +70,13 @@ impl Ctx {
         message: Message,
         handler: Option<usize>,
     ) -> Self {
+        let key = message.key();
         let outbox = shared.durability.is_some().then(|| {
             let id = crate::durable::journal_id(&message.inbound);
             let slot = handler.map_or_else(|| "fallback".to_owned(), |h| format!("h{h}"));
-            Arc::new((format!("{}|{id}|{slot}", message.key()), AtomicU32::new(0)))
+            Arc::new((format!("{key}|{id}|{slot}"), AtomicU32::new(0)))
         });
-        Self { shared, turn, message: Arc::new(message), start: Arc::default(), outbox }
+        Self { shared, turn, key, message: Arc::new(message), start: Arc::default(), outbox }
     }
 
     /// The outbox key of the next send, with durability.
@@ -52,19 +84,20 @@ impl Ctx {
         self.outbox.as_ref().map(|o| format!("{}|{}", o.0, o.1.fetch_add(1, Ordering::SeqCst)))
     }
 
-    /// The message, after the `before_message` hooks.
-    pub fn message(&self) -> &Message {
-        &self.message
+    /// The message, after the `before_message` hooks. [`ConvCtx::message`](crate::ConvCtx::message)
+    /// answers the same in a conversation.
+    pub fn message(&self) -> Arc<Message> {
+        Arc::clone(&self.message)
     }
 
-    /// The message's body.
-    pub fn body(&self) -> &str {
-        &self.message.body
+    /// The message's body (see [`Message::body`]).
+    pub fn body(&self) -> String {
+        self.message.body.clone()
     }
 
     /// The ordering key of the chat (see [`ChatKey`]).
-    pub fn key(&self) -> ChatKey {
-        self.message.key()
+    pub fn key(&self) -> &ChatKey {
+        &self.key
     }
 
     /// The chat.
@@ -73,8 +106,8 @@ impl Ctx {
     }
 
     /// The message's language, if known.
-    pub fn lang(&self) -> Option<&str> {
-        self.message.lang.as_deref()
+    pub fn lang(&self) -> Option<String> {
+        self.message.lang.clone()
     }
 
     /// The fence of the chat's turn this handler runs under: it grows with every grant of the
@@ -86,7 +119,7 @@ impl Ctx {
 
     /// A built-in or overridden text in the message's language.
     pub fn text<'a>(&'a self, key: &'a str) -> &'a str {
-        self.shared.def.texts.get(self.lang(), key)
+        self.shared.def.texts.get(self.message.lang.as_deref(), key)
     }
 
     /// Sends a text to the chat the message came from.
@@ -95,13 +128,18 @@ impl Ctx {
     /// handled again (replayed after a crash) does not send it twice; the receipt of a skipped
     /// send has no id.
     pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
-        let message =
-            Outbound::new(self.chat().clone(), OutboundContent::Text { body: text.into() });
-        self.send(&message).await
+        self.send(text.into()).await
     }
 
-    /// Sends any message, fenced by the chat's turn and deduplicated like [`Ctx::reply`].
-    pub async fn send(&self, message: &Outbound) -> Result<SendReceipt> {
+    /// Sends any content to the chat the message came from, fenced by the chat's turn and
+    /// deduplicated like [`Ctx::reply`]. A `&str` or a `String` is sent as a text.
+    pub async fn send(&self, content: impl Into<OutboundContent>) -> Result<SendReceipt> {
+        self.send_message(&Outbound::new(self.chat().clone(), content.into())).await
+    }
+
+    /// Sends a whole message: to another chat, through another provider, or quoting a message.
+    /// Fenced by this chat's turn and deduplicated like [`Ctx::reply`].
+    pub async fn send_message(&self, message: &Outbound) -> Result<SendReceipt> {
         let via = &self.message.inbound.provider;
         self.shared.send_once(&self.turn, message, via, self.outbox_key()).await
     }
@@ -115,12 +153,12 @@ impl Ctx {
 
     /// Reads the data kept for this user (`ctx.user`), an empty object when there is none.
     pub async fn user(&self) -> Result<Value> {
-        self.shared.user_data(self.key().as_str()).await
+        self.shared.user_data(self.key.as_str()).await
     }
 
     /// Replaces the data kept for this user.
     pub async fn set_user<T: Serialize>(&self, data: &T) -> Result<()> {
-        self.shared.set_user_data(self.key().as_str(), data).await
+        self.shared.set_user_data(self.key.as_str(), data).await
     }
 
     /// Starts the flow or conversation `name` with this message once the handler returns.

@@ -19,13 +19,38 @@ use crate::{BotError, Event};
 ///
 /// Needs a store with the journal (every backend of botmesh has one); it is shared by the
 /// replicas with Redis, Postgres, MySQL and MongoDB.
+///
+/// With the `serde` feature it reads from a configuration file, durations as text; what the
+/// file leaves out keeps the defaults of [`Durability::new`], and an unknown key is an error:
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// let durability: botmesh_core::Durability =
+///     serde_json::from_str(r#"{ "retain": "12h", "max_attempts": 5 }"#).unwrap();
+/// # }
+/// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 #[must_use = "settings do nothing until given to `BotBuilder::durability`"]
 pub struct Durability {
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) retain: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) outbox_ttl: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) replay_every: Duration,
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "at_least_one"))]
     pub(crate) max_attempts: u32,
+}
+
+/// `max_attempts` from a file: at least one, as [`Durability::max_attempts`] makes it.
+#[cfg(feature = "serde")]
+fn at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    u32::deserialize(d).map(|n| n.max(1))
 }
 
 impl Default for Durability {
@@ -127,7 +152,8 @@ pub(crate) async fn journal<'a>(
             };
             let key = inbound.key();
             let record = InboxRecord::pending(&id, key.as_str(), payload, &shared.owner);
-            let appended = shared.store.inbox_append(&record, durability.retain).await;
+            let appended =
+                async { shared.inbox()?.inbox_append(&record, durability.retain).await }.await;
             (id, appended)
         };
         append.instrument(tracing::debug_span!(target: "botmesh", parent: span, "journal"))
@@ -153,7 +179,7 @@ pub(crate) async fn journal<'a>(
 /// timed out, then landed, and was released) or died, this one takes it over and handles it;
 /// a live owner keeps it.
 async fn adopt(shared: &Shared, id: String) -> Journaled {
-    let record = match shared.store.inbox_get(&id).await {
+    let record = match async { shared.inbox()?.inbox_get(&id).await }.await {
         Ok(Some(record)) => record,
         Ok(None) => return Journaled::Duplicate,
         Err(e) => {
@@ -188,7 +214,7 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
     // Taken here from now on: a release watcher left from an earlier refused delivery of it
     // must not hand it back (see `release_if_landed`).
     shared.repairs.taken_here(&id).await;
-    match shared.store.inbox_claim(&id, &record.owner, &shared.owner).await {
+    match async { shared.inbox()?.inbox_claim(&id, &record.owner, &shared.owner).await }.await {
         Ok(true) => Journaled::Adopted(id),
         Ok(false) => Journaled::Duplicate,
         Err(e) => {
@@ -205,7 +231,7 @@ async fn adopt(shared: &Shared, id: String) -> Journaled {
 pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
     let mut from = record.owner.clone();
     loop {
-        match shared.store.inbox_claim(&record.id, &from, &shared.owner).await {
+        match async { shared.inbox()?.inbox_claim(&record.id, &from, &shared.owner).await }.await {
             Ok(true) => break,
             Ok(false) => {}
             Err(e) => {
@@ -213,7 +239,7 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
                 return Claim::Held;
             }
         }
-        match shared.store.inbox_get(&record.id).await {
+        match async { shared.inbox()?.inbox_get(&record.id).await }.await {
             Ok(Some(now)) if now.state == InboxState::Pending && now.owner == RELEASED => {
                 from = RELEASED.to_owned();
             }
@@ -243,7 +269,7 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
         Err(e) => {
             let source = Error::corrupt(format!("journaled message {}", record.id), e);
             shared.events.error(None, BotError::from(source));
-            if let Err(e) = shared.store.inbox_ack(&record.id).await {
+            if let Err(e) = async { shared.inbox()?.inbox_ack(&record.id).await }.await {
                 shared.events.error(None, e.into());
             }
             Claim::Gone
@@ -256,7 +282,7 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
 /// message left pending under a live replica would stand in the journal in front of the
 /// chat's released messages, and be handled again once that replica is gone.
 pub(crate) async fn acknowledge(shared: &Arc<Shared>, key: &ChatKey, id: &str) {
-    if let Err(e) = shared.store.inbox_ack(id).await {
+    if let Err(e) = async { shared.inbox()?.inbox_ack(id).await }.await {
         shared.events.error(Some(key), e.into());
         shared.repairs.push(Repair::Ack { key: key.clone(), id: id.to_owned() });
     }
@@ -268,7 +294,7 @@ pub(crate) async fn release(shared: &Arc<Shared>, key: &ChatKey, id: &str, from:
     if from == RELEASED {
         return;
     }
-    if let Err(e) = shared.store.inbox_claim(id, from, RELEASED).await {
+    if let Err(e) = async { shared.inbox()?.inbox_claim(id, from, RELEASED).await }.await {
         shared.events.error(Some(key), e.into());
         shared.repairs.push(Repair::Release {
             key: key.clone(),
@@ -283,4 +309,28 @@ pub(crate) async fn release(shared: &Arc<Shared>, key: &ChatKey, id: &str, from:
 /// few times, as the append may sit in a frozen server's buffer for a while.
 pub(crate) async fn release_if_landed(shared: &Arc<Shared>, id: String) {
     shared.repairs.watch_landing(id).await;
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durability_from_a_config_file() {
+        let d: Durability = serde_json::from_str(
+            r#"{ "retain": "12h", "replay_every": "500ms", "max_attempts": 0 }"#,
+        )
+        .unwrap();
+        assert_eq!(d.retain, Duration::from_secs(12 * 3600));
+        assert_eq!(d.replay_every, Duration::from_millis(500));
+        assert_eq!(d.outbox_ttl, Durability::new().outbox_ttl, "left out: the default");
+        assert_eq!(d.max_attempts, 1, "at least one attempt, as the builder says");
+    }
+
+    #[test]
+    fn durability_refuses_unknown_keys_and_bare_numbers() {
+        assert!(serde_json::from_str::<Durability>(r#"{ "retian": "12h" }"#).is_err());
+        assert!(serde_json::from_str::<Durability>(r#"{ "retain": 60 }"#).is_err());
+        assert!(serde_json::from_str::<Durability>(r#"{ "retain": "soon" }"#).is_err());
+    }
 }

@@ -11,6 +11,18 @@ pub type Result<T, E = BotError> = std::result::Result<T, E>;
 ///
 /// Errors raised while handling a message are also delivered as
 /// [`Event::Error`](crate::Event::Error), with the chat they belong to.
+///
+/// A backend's failure is [`BotError::Contract`]; [`BotError::kind`] classifies it without a
+/// match, and [`BotError::recovery`] says whether trying again may help:
+///
+/// ```
+/// use botmesh_core::{BotError, Error, ErrorKind};
+///
+/// let e = BotError::from(Error::ProviderNotLeader { provider: "telegram".into() });
+/// assert!(matches!(&e, BotError::Contract(Error::ProviderNotLeader { .. })));
+/// assert_eq!(e.kind(), Some(ErrorKind::ProviderNotLeader));
+/// assert!(BotError::ConversationClosed.kind().is_none());
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BotError {
@@ -206,7 +218,8 @@ pub enum ConfigError {
     #[error("durability needs a store with the inbox journal and the outbox")]
     NoJournal,
     /// A durable task on a store shared by several replicas that cannot claim an occurrence
-    /// atomically (no compare-and-set of checkpoints): an occurrence could run twice.
+    /// atomically (neither task records nor compare-and-set of checkpoints): an occurrence
+    /// could run twice.
     #[error(
         "durable task {task:?} needs a store with atomic checkpoint writes when the store is shared"
     )]

@@ -171,7 +171,37 @@ impl Warning {
 
 /// Something that happened in a bot.
 ///
-/// Every event is also emitted as a `tracing` event on the `botmesh` target.
+/// Every event is also emitted as a `tracing` event on the `botmesh` target. Listen with a
+/// callback given to [`BotBuilder::on`](crate::BotBuilder::on) (called in line: keep it
+/// short), or subscribe with [`Bot::events`](crate::Bot::events).
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// use botmesh_core::{Bot, BotError, Event};
+/// # use botmesh_testing::TestProvider;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let provider = TestProvider::new();
+/// let failures = Arc::new(Mutex::new(Vec::new()));
+/// let seen = Arc::clone(&failures);
+/// let bot = Bot::builder()
+///     .provider(provider.clone())
+///     .on_message(|_ctx| async move { Err::<(), _>(BotError::NotRunning) })
+///     .on(move |event| {
+///         if let Event::Error { message: Some(id), error, .. } = event {
+///             seen.lock().unwrap().push((id.to_string(), error.label()));
+///         }
+///     })
+///     .build()?;
+/// bot.start().await?;
+/// let id = provider.say("chat-1", "hi");
+/// provider.settled(&bot).await;
+/// assert_eq!(failures.lock().unwrap()[0].0, id.to_string());
+/// # bot.stop().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Event {
@@ -225,6 +255,15 @@ pub enum Event {
         key: ChatKey,
         /// The message id.
         id: MessageId,
+    },
+    /// The chat's turn was given back after its messages ran: they are acknowledged (with
+    /// durability) and, under coordination, the chat's next message may now run here or on
+    /// another replica. Follows the [`Event::Handled`] of each message that ran under the turn.
+    Finished {
+        /// The chat key.
+        key: ChatKey,
+        /// The fence of the turn given back; `None` without coordination.
+        fence: Option<u64>,
     },
     /// The bot sent a message.
     Sent {
@@ -298,10 +337,13 @@ pub enum Event {
         /// What became of it here.
         outcome: HandoverOutcome,
     },
-    /// Something failed. `key` is the chat, when the failure belongs to one.
+    /// Something failed. `key` is the chat, and `message` the message being handled, when the
+    /// failure belongs to one.
     Error {
         /// The chat.
         key: Option<ChatKey>,
+        /// The message being handled when it failed.
+        message: Option<MessageId>,
         /// What failed.
         error: Arc<BotError>,
     },
@@ -363,7 +405,13 @@ impl EventBus {
     }
 
     pub(crate) fn error(&self, key: Option<&ChatKey>, error: BotError) {
-        self.emit(Event::Error { key: key.cloned(), error: Arc::new(error) });
+        self.emit(Event::Error { key: key.cloned(), message: None, error: Arc::new(error) });
+    }
+
+    /// An error that belongs to message `message` of chat `key`.
+    pub(crate) fn message_error(&self, key: &ChatKey, message: &MessageId, error: BotError) {
+        let (key, message) = (Some(key.clone()), Some(message.clone()));
+        self.emit(Event::Error { key, message, error: Arc::new(error) });
     }
 }
 
@@ -395,7 +443,7 @@ fn recent_of(event: &Event) -> Option<Recent> {
         Event::Handover { key, name, outcome } => {
             recent("handoff", Some(key), format!("{name} {}", outcome.as_str()))
         }
-        Event::Error { key, error } => recent("error", key.as_ref(), error.label().to_owned()),
+        Event::Error { key, error, .. } => recent("error", key.as_ref(), error.label().to_owned()),
         _ => None,
     }
 }
@@ -409,7 +457,7 @@ fn status_word(status: TransportStatus) -> &'static str {
 
 fn trace_event(event: &Event) {
     match event {
-        Event::Error { key, error } => {
+        Event::Error { key, error, .. } => {
             let key = key.as_ref().map(ChatKey::as_str);
             tracing::warn!(target: "botmesh", key, error = %error, source = ?std::error::Error::source(&**error), "error");
         }

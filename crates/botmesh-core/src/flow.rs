@@ -13,6 +13,20 @@ use serde_json::Value;
 use crate::{ConvCtx, Message, Trigger};
 
 /// What a `do` step asks for next.
+///
+/// ```
+/// use botmesh_core::{BotError, Flow, Step};
+///
+/// let flow = Flow::new("checkout")
+///     .do_step("pay", |c| async move {
+///         if c.get::<bool>("paid").unwrap_or(false) {
+///             return Ok::<_, BotError>(Step::End);
+///         }
+///         c.reply("Let's try another card.").await?;
+///         Ok(Step::goto("card"))
+///     });
+/// assert_eq!(flow.name(), "checkout");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Step {
@@ -44,6 +58,17 @@ pub(crate) type ConvFn =
 /// An answer that fails validation gets a re-ask (the validator's text, or the localized
 /// `core.flow.invalid`) and the step waits again. Without a validator the answer's body is
 /// stored as a string.
+///
+/// ```
+/// use botmesh_core::{Ask, Flow};
+///
+/// let size = Ask::new("size", "Which size? S, M or L").choices(["S", "M", "L"]);
+/// let qty = Ask::new("qty", "How many?").validate(|m| {
+///     m.body.trim().parse::<u32>().map(Into::into).map_err(|_| "A number, please.".to_owned())
+/// });
+/// let flow = Flow::new("order").ask(size).ask(qty);
+/// # let _ = flow;
+/// ```
 #[derive(Clone)]
 #[must_use = "a question does nothing until a flow step asks it"]
 pub struct Ask {

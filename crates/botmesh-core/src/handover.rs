@@ -1,7 +1,8 @@
 //! What happens to a live conversation when its chat moves to another replica (or to this
 //! process restarted), and the durability of inbound messages and sends.
 //!
-//! See `docs/guide/handover.md` for the whole story with a worked crash timeline.
+//! See [the hand-over guide](crate::guide::handover) for the whole story with a worked crash
+//! timeline.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,7 +16,14 @@ use serde_json::{Map, Value};
 use crate::Ctx;
 
 /// Whether flows without [`.persistent()`](crate::Flow::persistent) are carried over.
+///
+/// In a configuration file (`serde` feature): `"off"` or `"forward"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
 #[non_exhaustive]
 pub enum FlowHandover {
     /// They live in the memory of the replica that runs them (the default). With a
@@ -32,7 +40,11 @@ pub type FallbackFn =
     Arc<dyn Fn(HandoverInfo, Ctx) -> BoxFuture<'static, Result<bool, BoxError>> + Send + Sync>;
 
 /// What the replica that takes a chat does with a conversation it cannot continue.
+///
+/// In a configuration file (`serde` feature): `"drop"`, `"notify"` or `"restart"`;
+/// [`Fallback::Custom`] is code, set with [`Handover::fallback`].
 #[derive(Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 #[non_exhaustive]
 pub enum Fallback {
     /// Nothing: the message routes as a new one (the default). No stub is written.
@@ -45,6 +57,7 @@ pub enum Fallback {
     /// message is taken as the one that started it.
     Restart,
     /// Calls a function of yours; it returns `true` when it consumed the message.
+    #[cfg_attr(feature = "serde", serde(skip))]
     Custom(FallbackFn),
 }
 
@@ -133,11 +146,25 @@ pub struct HandoverInfo {
 ///     .ttl(Duration::from_secs(600));
 /// # let _ = handover;
 /// ```
+///
+/// With the `serde` feature it reads from a configuration file (the keys are the builder's
+/// methods, durations as text); what the file leaves out keeps the defaults of
+/// [`Handover::new`], and an unknown key is an error:
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// let handover: botmesh_core::Handover =
+///     serde_json::from_str(r#"{ "flows": "forward", "fallback": "notify", "ttl": "10m" }"#)
+///         .unwrap();
+/// # }
+/// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(default, deny_unknown_fields))]
 #[must_use = "settings do nothing until given to `BotBuilder::handover`"]
 pub struct Handover {
     pub(crate) flows: FlowHandover,
     pub(crate) fallback: Fallback,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) ttl: Option<Duration>,
     pub(crate) notify_message: Option<String>,
     pub(crate) max_answer_bytes: usize,
@@ -224,4 +251,33 @@ pub(crate) fn fnv1a(parts: &[&str]) -> u64 {
         }
     }
     h
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handover_from_a_config_file() {
+        let h: Handover = serde_json::from_str(
+            r#"{ "flows": "forward", "fallback": "restart", "ttl": "10m", "notify_message": "Sorry" }"#,
+        )
+        .unwrap();
+        assert_eq!(h.flows, FlowHandover::Forward);
+        assert!(matches!(h.fallback, Fallback::Restart));
+        assert_eq!(h.ttl, Some(Duration::from_secs(600)));
+        assert_eq!(h.notify_message.as_deref(), Some("Sorry"));
+        assert_eq!(h.max_answer_bytes, Handover::DEFAULT_MAX_ANSWER_BYTES, "left out: the default");
+        let empty: Handover = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.ttl, None);
+        assert!(empty.fallback.is_drop());
+    }
+
+    #[test]
+    fn handover_refuses_unknown_keys_and_values() {
+        assert!(serde_json::from_str::<Handover>(r#"{ "fallbak": "notify" }"#).is_err());
+        // A function is code, not configuration.
+        assert!(serde_json::from_str::<Handover>(r#"{ "fallback": "custom" }"#).is_err());
+        assert!(serde_json::from_str::<Handover>(r#"{ "ttl": "forever" }"#).is_err());
+    }
 }

@@ -1,4 +1,3 @@
-#![cfg_attr(docsrs, feature(doc_cfg))]
 //! The botmesh bot runtime.
 //!
 //! A [`Bot`] joins a [`Provider`](traits::Provider) (the transport), a
@@ -59,10 +58,16 @@
 //! - [`coordination`]: running the bot as several replicas.
 //! - [`scheduler`], [`retry`], [`texts`]: scheduled jobs, retry policies, built-in texts.
 //! - [`status`] and [`telemetry`]: what a replica reports about itself.
+//! - [`guide`]: the guides to conversation hand-over and durability, leaving a conversation,
+//!   scheduled jobs and fenced locks, and migrating to the stable API.
 //!
 //! # Feature flags
 //!
-//! None yet: the runtime needs nothing optional.
+//! - `serde` (off by default): deserialize the settings a bot is configured with
+//!   ([`Durability`], [`Handover`], [`TaskOptions`], [`Timing`]) from configuration files,
+//!   durations as text (`"30s"`, `"2m"`).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod accepted;
 mod bot;
@@ -77,6 +82,7 @@ mod durable;
 mod error;
 mod event;
 mod flow;
+pub mod guide;
 mod handover;
 mod memory_store;
 mod message;

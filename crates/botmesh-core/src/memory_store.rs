@@ -5,16 +5,17 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use botmesh_traits::{
-    CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, InboxState, LeaseGrant, Result, Store, StoreCapabilities,
-    async_trait,
+    CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
+    InboxAppend, InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore, LockStore, Result,
+    Store, TaskStore, async_trait,
 };
 use tokio::time::Instant;
 
 /// A store in the memory of one process: fast, and gone when the process ends.
 ///
-/// It implements every [`Store`] method, atomically (one mutex), so it also serves as the
-/// reference for other stores. Times to live follow tokio's clock, so tests with paused time
+/// It implements [`Store`] and every capability trait ([`CasStore`], [`LockStore`],
+/// [`LeaseStore`], [`TaskStore`], [`JournalStore`]), atomically (one mutex), so it also serves
+/// as the reference for other stores. Times to live follow tokio's clock, so tests with paused time
 /// see entries expire without waiting.
 ///
 /// Bots that share one `MemoryStore` value (tests with several replicas in one process) share
@@ -129,8 +130,24 @@ impl MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
-    fn capabilities(&self) -> StoreCapabilities {
-        StoreCapabilities::full_shared().with_shared(false)
+    fn cas(&self) -> Option<&dyn CasStore> {
+        Some(self)
+    }
+
+    fn locks(&self) -> Option<&dyn LockStore> {
+        Some(self)
+    }
+
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        Some(self)
+    }
+
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        Some(self)
+    }
+
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        Some(self)
     }
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
@@ -178,7 +195,10 @@ impl Store for MemoryStore {
         self.lock()?.checkpoints.remove(key);
         Ok(())
     }
+}
 
+#[async_trait]
+impl CasStore for MemoryStore {
     async fn set_checkpoint_if(
         &self,
         key: &str,
@@ -203,7 +223,10 @@ impl Store for MemoryStore {
         g.checkpoints.remove(key);
         Ok(true)
     }
+}
 
+#[async_trait]
+impl LockStore for MemoryStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
         let now = Instant::now();
         let mut g = self.lock()?;
@@ -237,7 +260,10 @@ impl Store for MemoryStore {
         }
         Ok(false)
     }
+}
 
+#[async_trait]
+impl LeaseStore for MemoryStore {
     async fn acquire_lease(
         &self,
         name: &str,
@@ -282,7 +308,10 @@ impl Store for MemoryStore {
         }
         Ok(false)
     }
+}
 
+#[async_trait]
+impl TaskStore for MemoryStore {
     async fn task_last(&self, id: &str) -> Result<Option<u64>> {
         Ok(self.lock()?.tasks.get(id).copied())
     }
@@ -295,7 +324,10 @@ impl Store for MemoryStore {
         g.tasks.insert(id.to_owned(), occurrence);
         Ok(true)
     }
+}
 
+#[async_trait]
+impl JournalStore for MemoryStore {
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         let now = Instant::now();
         let mut g = self.lock()?;

@@ -8,6 +8,17 @@ use serde::{Deserialize, Serialize};
 /// `body`, `kind` and `lang` start from the provider's message and may be rewritten by
 /// [`before_message`](crate::BotBuilder::before_message) hooks (a voice note's transcript
 /// becomes its body and its kind `text`, say). The original stays in `inbound`.
+///
+/// ```
+/// use botmesh_core::{Inbound, Message};
+///
+/// let mut message = Message::new(Inbound::text("telegram", "m1", "chat-7", "Hola"));
+/// assert_eq!((message.body.as_str(), message.kind.as_str()), ("Hola", "text"));
+/// // A hook may rewrite what flows and handlers see; the original stays.
+/// message.set_body("hello");
+/// assert_eq!(message.inbound.content.as_text(), Some("Hola"));
+/// assert_eq!(message.chat().as_str(), "chat-7");
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Message {

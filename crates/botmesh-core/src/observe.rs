@@ -78,6 +78,9 @@ impl Bot {
             } else if coordination.renewed_ms_ago > coordination.lease_ms {
                 not_ready(format!("no lease renewal for {} ms", coordination.renewed_ms_ago));
             }
+            if !coordination.subscribed {
+                not_ready("turn wake-ups are not subscribed".to_owned());
+            }
             let exclusive =
                 shared.providers.iter().filter(|t| t.provider.capabilities().exclusive_session);
             for transport in exclusive {

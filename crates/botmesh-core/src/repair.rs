@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use backon::ExponentialBackoff;
-use botmesh_traits::{ChatKey, InboxState, Store};
+use botmesh_traits::{ChatKey, Error, InboxState, JournalStore, Store};
 use futures_util::future::join_all;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -108,6 +108,15 @@ pub(crate) struct Journal<'a> {
     pub(crate) events: &'a EventBus,
     /// This replica's owner id in the journal.
     pub(crate) owner: &'a str,
+}
+
+impl<'a> Journal<'a> {
+    /// The store's inbox journal. [`BotBuilder::build`](crate::BotBuilder::build) refuses
+    /// durability with a store without one, so only a bot without durability finds it missing,
+    /// and gets [`Error::Unsupported`].
+    pub(crate) fn inbox(self) -> Result<&'a dyn JournalStore, Error> {
+        self.store.journal().ok_or(Error::Unsupported { op: "the inbox journal" })
+    }
 }
 
 /// The queue of one bot's journal writes still to land.
@@ -230,8 +239,16 @@ impl Repairs {
 
     /// Tries `repair` once, reporting a failure.
     async fn try_once(&self, journal: Journal<'_>, repair: Repair) -> Tried {
+        let inbox = match journal.inbox() {
+            Ok(inbox) => inbox,
+            Err(e) => {
+                // Without a journal, the write can never land.
+                journal.events.error(None, e.into());
+                return Tried::Done;
+            }
+        };
         match repair {
-            Repair::Ack { key, id } => match journal.store.inbox_ack(&id).await {
+            Repair::Ack { key, id } => match inbox.inbox_ack(&id).await {
                 Ok(()) => Tried::Done,
                 Err(e) => {
                     journal.events.error(Some(&key), e.into());
@@ -239,7 +256,7 @@ impl Repairs {
                 }
             },
             Repair::Release { key, id, from } => {
-                match journal.store.inbox_claim(&id, &from, RELEASED).await {
+                match inbox.inbox_claim(&id, &from, RELEASED).await {
                     Ok(_) => Tried::Done,
                     Err(e) => {
                         journal.events.error(Some(&key), e.into());
@@ -247,12 +264,18 @@ impl Repairs {
                     }
                 }
             }
-            Repair::Landing { id, look } => self.look_landed(journal, id, look + 1).await,
+            Repair::Landing { id, look } => self.look_landed(journal, inbox, id, look + 1).await,
         }
     }
 
     /// One look at whether a refused delivery's append landed, releasing it if it did.
-    async fn look_landed(&self, journal: Journal<'_>, id: String, look: usize) -> Tried {
+    async fn look_landed(
+        &self,
+        journal: Journal<'_>,
+        inbox: &dyn JournalStore,
+        id: String,
+        look: usize,
+    ) -> Tried {
         // Held through the look and the release: a later delivery of it taken here waits for this
         // look, and takes it from `released` if it came too late.
         let mut landing = self.landing.lock().await;
@@ -260,9 +283,9 @@ impl Repairs {
             // A later delivery of it was taken here, and is queued.
             return Tried::Done;
         }
-        let done = match journal.store.inbox_get(&id).await {
+        let done = match inbox.inbox_get(&id).await {
             Ok(Some(r)) if r.state == InboxState::Pending && r.owner == journal.owner => {
-                match journal.store.inbox_claim(&id, journal.owner, RELEASED).await {
+                match inbox.inbox_claim(&id, journal.owner, RELEASED).await {
                     Ok(_) => true,
                     Err(e) => {
                         journal.events.error(None, e.into());

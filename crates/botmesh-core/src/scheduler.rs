@@ -2,8 +2,9 @@
 //! occurrence runs on exactly one replica.
 //!
 //! A durable task is identified by its id. At each occurrence the replica that leads
-//! `task:<id>` claims the occurrence in the store ([`Store::task_claim`], one atomic write on
-//! the task's own record) and runs the job only if the claim landed, so an occurrence runs
+//! `task:<id>` claims the occurrence in the store
+//! ([`TaskStore::task_claim`](botmesh_traits::TaskStore::task_claim), one atomic write on the
+//! task's own record) and runs the job only if the claim landed, so an occurrence runs
 //! once even while leadership moves. Occurrences are numbered from the wall clock (for
 //! [`Timing::every`], the interval count since the Unix epoch), so every replica agrees on
 //! them.
@@ -24,8 +25,35 @@ use crate::dispatcher::panic_message;
 use crate::{Bot, BotError, ConfigError, Event, telemetry};
 
 /// When a job runs.
+///
+/// In a configuration file (`serde` feature), one of `{ every = "5m" }`,
+/// `{ cron = "0 */5 * * * *" }` or `{ at = "2030-01-01T09:00:00Z" }` (RFC 3339, UTC).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(try_from = "TimingText"))]
 pub struct Timing(Kind);
+
+/// A [`Timing`] as a configuration file writes it.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum TimingText {
+    Every(#[serde(with = "humantime_serde")] Duration),
+    Cron(String),
+    At(#[serde(with = "humantime_serde")] SystemTime),
+}
+
+#[cfg(feature = "serde")]
+impl TryFrom<TimingText> for Timing {
+    type Error = ConfigError;
+
+    fn try_from(text: TimingText) -> Result<Self, ConfigError> {
+        Ok(match text {
+            TimingText::Every(interval) => Self::every(interval),
+            TimingText::Cron(expression) => Self::cron(&expression)?,
+            TimingText::At(when) => Self::at(when),
+        })
+    }
+}
 
 #[derive(Debug, Clone)]
 enum Kind {
@@ -100,7 +128,14 @@ fn ms_since_epoch(t: SystemTime) -> u64 {
 }
 
 /// What a durable task does about occurrences missed while no replica ran.
+///
+/// In a configuration file (`serde` feature): `"run-once"` or `"skip"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
 #[non_exhaustive]
 pub enum Missed {
     /// Run once on recovery for everything missed, then go on with the schedule.
@@ -111,13 +146,22 @@ pub enum Missed {
 }
 
 /// Makes a job durable: identified by `id`, each occurrence runs on exactly one replica.
+///
+/// In a configuration file (`serde` feature): `{ id = "digest", missed = "skip" }`, `missed`
+/// optional.
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
 #[non_exhaustive]
 #[must_use = "options do nothing until given to a scheduled job"]
 pub struct TaskOptions {
     /// The task's id, unique among the bot's durable tasks.
     pub id: String,
     /// What to do about missed occurrences.
+    #[cfg_attr(feature = "serde", serde(default))]
     pub missed: Missed,
 }
 
@@ -234,7 +278,7 @@ async fn run_job(bot: &Bot, def: &JobDef, occurrence: u64) {
         Ok(Err(source)) => BotError::Job { task: job, source },
         Err(panic) => BotError::Job { task: job, source: panic_message(&*panic).into() },
     };
-    bot.emit(Event::Error { key: None, error: Arc::new(error) });
+    bot.emit(Event::Error { key: None, message: None, error: Arc::new(error) });
 }
 
 fn task_name(def: &JobDef) -> String {
@@ -276,7 +320,7 @@ pub(crate) async fn durable(
                 }
             }
             Ok(_) => {}
-            Err(e) => bot.emit(Event::Error { key: None, error: Arc::new(e) }),
+            Err(e) => bot.emit(Event::Error { key: None, message: None, error: Arc::new(e) }),
         }
     }
     while let Some((occurrence, due)) = def.timing.next_after(clock.now_ms()) {
@@ -287,7 +331,7 @@ pub(crate) async fn durable(
         match claim(&*store, record, occurrence).await {
             Ok(true) => run_job(&bot, &def, occurrence).await,
             Ok(false) => {}
-            Err(e) => bot.emit(Event::Error { key: None, error: Arc::new(e) }),
+            Err(e) => bot.emit(Event::Error { key: None, message: None, error: Arc::new(e) }),
         }
     }
 }
@@ -297,25 +341,26 @@ pub(crate) async fn durable(
 async fn leads(lease: &SchedulerLease, name: &str, holder: &str) -> bool {
     match lease {
         SchedulerLease::Coordination(c) => matches!(c.lead(name, STORE_LEASE).await, Ok(true)),
-        SchedulerLease::Store(s) if !s.capabilities().leases() && !s.capabilities().shared() => {
-            true
-        }
-        SchedulerLease::Store(s) => {
-            matches!(s.acquire_lease(name, holder, STORE_LEASE).await, Ok(Some(_)))
-        }
+        SchedulerLease::Store(s) => match s.leases() {
+            Some(leases) => {
+                matches!(leases.acquire_lease(name, holder, STORE_LEASE).await, Ok(Some(_)))
+            }
+            // Nobody to share the task with, or no way to share it.
+            None => !s.shared(),
+        },
     }
 }
 
 /// The checkpoint row that stands in for task `id`'s record in a store without task records
-/// (a custom store that does not declare [`StoreCapabilities::tasks`](botmesh_traits::StoreCapabilities::tasks)).
+/// (a custom store without [`Store::tasks`]).
 fn fallback_row(id: &str) -> String {
     format!("botmesh:task:{id}")
 }
 
 /// The last occurrence of task `id` claimed so far.
 async fn last_claimed(store: &dyn Store, id: &str) -> Result<Option<u64>, BotError> {
-    if store.capabilities().tasks() {
-        return Ok(store.task_last(id).await?);
+    if let Some(tasks) = store.tasks() {
+        return Ok(tasks.task_last(id).await?);
     }
     let record = fallback_row(id);
     match store.get_checkpoint(&record).await? {
@@ -334,8 +379,8 @@ fn last_in(record: &str, row: &CheckpointRecord) -> Result<Option<u64>, BotError
 /// Claims `occurrence` of task `id` unless it (or a later one) was claimed already; one
 /// atomic write.
 async fn claim(store: &dyn Store, id: &str, occurrence: u64) -> Result<bool, BotError> {
-    if store.capabilities().tasks() {
-        return Ok(store.task_claim(id, occurrence).await?);
+    if let Some(tasks) = store.tasks() {
+        return Ok(tasks.task_claim(id, occurrence).await?);
     }
     let record = fallback_row(id);
     let write = CheckpointWrite::new(serde_json::json!({ "last": occurrence }).to_string());
@@ -348,16 +393,45 @@ async fn claim(store: &dyn Store, id: &str, occurrence: u64) -> Result<bool, Bot
         if last.is_some_and(|l| l >= occurrence) {
             return Ok(false);
         }
-        if !store.capabilities().atomic_checkpoints() {
+        let Some(cas) = store.cas() else {
             // One process: nobody races the write.
             store.set_checkpoint(&record, &write).await?;
             return Ok(true);
-        }
+        };
         // Refused: another replica wrote meanwhile, so look again.
         if let CasOutcome::Written { .. } =
-            store.set_checkpoint_if(&record, &write, current.map(|c| c.revision)).await?
+            cas.set_checkpoint_if(&record, &write, current.map(|c| c.revision)).await?
         {
             return Ok(true);
         }
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_and_task_options_from_a_config_file() {
+        let every: Timing = serde_json::from_str(r#"{ "every": "5m" }"#).unwrap();
+        assert_eq!(every.next_after(299_999), Some((1, 300_000)));
+        let cron: Timing = serde_json::from_str(r#"{ "cron": "0 */5 * * * *" }"#).unwrap();
+        assert_eq!(cron.next_after(0).map(|(_, due)| due), Some(300_000));
+        let at: Timing = serde_json::from_str(r#"{ "at": "1970-01-01T00:00:10Z" }"#).unwrap();
+        assert_eq!(at.next_after(0), Some((10_000, 10_000)));
+        let task: TaskOptions = serde_json::from_str(r#"{ "id": "digest" }"#).unwrap();
+        assert_eq!((task.id.as_str(), task.missed), ("digest", Missed::RunOnce));
+        let task: TaskOptions =
+            serde_json::from_str(r#"{ "id": "digest", "missed": "skip" }"#).unwrap();
+        assert_eq!(task.missed, Missed::Skip);
+    }
+
+    #[test]
+    fn bad_timings_and_unknown_keys_are_refused() {
+        assert!(serde_json::from_str::<Timing>(r#"{ "every": 300 }"#).is_err());
+        assert!(serde_json::from_str::<Timing>(r#"{ "cron": "every five minutes" }"#).is_err());
+        assert!(serde_json::from_str::<Timing>(r#"{ "hourly": true }"#).is_err());
+        assert!(serde_json::from_str::<TaskOptions>(r#"{ "id": "a", "mised": "skip" }"#).is_err());
+        assert!(serde_json::from_str::<TaskOptions>(r#"{ "missed": "skip" }"#).is_err());
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use botmesh_traits::{BoxError, Bytes, Error, Inbound, Outbound, SendReceipt, Store};
+use botmesh_traits::{BoxError, Bytes, Error, Inbound, JournalStore, Outbound, SendReceipt, Store};
 use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -88,7 +88,14 @@ pub(crate) struct Shared {
 impl Shared {
     /// The checkpoint rows of the bot's store, written the way the bot is set up.
     pub(crate) fn checkpoints(&self) -> checkpoint::Rows<'_> {
-        checkpoint::Rows { store: &*self.store, cas: self.cas_checkpoints }
+        let cas = if self.cas_checkpoints { self.store.cas() } else { None };
+        checkpoint::Rows { store: &*self.store, cas }
+    }
+
+    /// The store's inbox journal and outbox; [`Error::Unsupported`] in a store without them
+    /// (the builder refuses durability with such a store).
+    pub(crate) fn inbox(&self) -> Result<&dyn JournalStore, Error> {
+        self.journal().inbox()
     }
 
     /// What the repair queue writes through.
@@ -124,14 +131,15 @@ impl Shared {
             return self.send(message, Some(via)).await;
         };
         let ttl = durability.outbox_ttl;
+        let inbox = self.inbox()?;
         // The send is claimed, then marked sent once it went out. Found claimed, it belongs to
         // an earlier run of the same step: that run sent it unless it stopped before the mark,
         // in which case it goes out now (at least once, never lost). A send the provider did
         // not take gives its claim back, so the next run makes it.
         let sent = format!("{key}|sent");
-        let claimed = if self.outbox_claim(turn, &key, ttl).await? {
+        let claimed = if self.outbox_claim(turn, inbox, &key, ttl).await? {
             key.clone()
-        } else if self.outbox_claim(turn, &sent, ttl).await? {
+        } else if self.outbox_claim(turn, inbox, &sent, ttl).await? {
             sent.clone()
         } else {
             self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
@@ -143,7 +151,7 @@ impl Shared {
         let receipt = match self.send(&message, Some(via)).await {
             Ok(receipt) => receipt,
             Err(e) => {
-                if let Err(released) = self.store.outbox_release(&claimed).await {
+                if let Err(released) = inbox.outbox_release(&claimed).await {
                     // Still claimed: the next run falls back on the sent mark.
                     self.events.error(Some(&chat()), released.into());
                 }
@@ -151,7 +159,7 @@ impl Shared {
             }
         };
         if claimed != sent
-            && let Err(e) = self.store.outbox_claim(&sent, ttl).await
+            && let Err(e) = inbox.outbox_claim(&sent, ttl).await
         {
             // Unmarked, a rerun of the step sends it again rather than never.
             self.events.error(Some(&chat()), e.into());
@@ -164,13 +172,19 @@ impl Shared {
     /// [`CLAIM_BUDGET`], and only while the turn holds): found claimed, it was this claim when
     /// the message is handled for the first time (nothing else can have claimed it), else an
     /// earlier run's, whose send went out.
-    async fn outbox_claim(&self, turn: &TurnSlot, key: &str, ttl: Duration) -> Result<bool> {
+    async fn outbox_claim(
+        &self,
+        turn: &TurnSlot,
+        inbox: &dyn JournalStore,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<bool> {
         let failed = AtomicBool::new(false);
         let claimed = retry::within(CLAIM_BUDGET, || async {
             if failed.load(Ordering::Relaxed) {
                 turn.check()?;
             }
-            let claimed = self.store.outbox_claim(key, ttl).await;
+            let claimed = inbox.outbox_claim(key, ttl).await;
             failed.fetch_or(claimed.is_err(), Ordering::Relaxed);
             claimed
         })

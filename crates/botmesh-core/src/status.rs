@@ -70,6 +70,10 @@ pub struct CoordinationStatus {
     pub stalled: bool,
     /// Whether it stepped down from its transports (a transport that stayed down).
     pub stepped_down: bool,
+    /// Whether turn wake-ups reach it as they happen (see
+    /// [`Coordinator::subscribed`](botmesh_traits::Coordinator::subscribed)); while not, its
+    /// waiting messages poll, and it is not ready.
+    pub subscribed: bool,
     /// How many chat turns it holds.
     pub turns_held: usize,
     /// The turns held longest, oldest first (at most [`CoordinationStatus::TURNS_SHOWN`]).

@@ -38,6 +38,15 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
 ///
 /// Lookups fall back from the asked language (`es-MX`) to its primary subtag (`es`), then to the
 /// bot's default language, then to English, then to the key itself.
+///
+/// ```
+/// use botmesh_core::Texts;
+///
+/// let mut texts = Texts::new("en");
+/// texts.set("es", "thanks", "¡Gracias, {name}!");
+/// assert_eq!(texts.format(Some("es-MX"), "thanks", &[("name", "Ada")]), "¡Gracias, Ada!");
+/// assert_eq!(texts.get(Some("fr"), "thanks"), "thanks");
+/// ```
 #[derive(Debug, Clone)]
 pub struct Texts {
     default_lang: String,

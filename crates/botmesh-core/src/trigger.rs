@@ -7,6 +7,16 @@ use regex::Regex;
 use crate::{ConfigError, Message, Texts};
 
 /// A condition on a message that starts a flow or conversation.
+///
+/// ```
+/// use botmesh_core::{Inbound, Message, Trigger};
+///
+/// let order = Trigger::keywords(["order", "buy"]);
+/// assert!(order.matches(&Message::new(Inbound::text("t", "m1", "c", "Order"))));
+/// assert!(!order.matches(&Message::new(Inbound::text("t", "m2", "c", "hello"))));
+/// let code = Trigger::regex(r"^#\d{4}$").expect("a valid pattern");
+/// assert!(code.matches(&Message::new(Inbound::text("t", "m3", "c", "#1234"))));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Trigger(Kind);
 

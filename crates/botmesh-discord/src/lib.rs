@@ -81,7 +81,16 @@
 //! `botmesh-testing`'s `discord` feature has a Discord stand-in (the API and a websocket
 //! gateway) to point [`DiscordProvider::with_proxy`] at, so that tests run serenity's real
 //! client code.
+//!
+//! # Feature flags
+//!
+//! - `serde`: `DiscordSettings`, the provider as a configuration file describes it, with
+//!   durations as text (`close_timeout = "1s"`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "serde")]
+mod config;
 mod errors;
 mod gateway;
 mod handing;
@@ -92,5 +101,16 @@ mod provider;
 mod session;
 mod state;
 
+pub mod guide {
+    // These link definitions come first, so they win over the guide's own (written for readers
+    // of the file on GitHub).
+    #![doc = "[replicas]: https://docs.rs/botmesh-coord/latest/botmesh_coord/guide/index.html"]
+    #![doc = "[example]: https://github.com/botmesh/botmesh/tree/main/examples/discord"]
+    #![doc = include_str!("../guide.md")]
+}
+
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use config::DiscordSettings;
 pub use provider::DiscordProvider;
 pub use serenity::model::gateway::GatewayIntents;

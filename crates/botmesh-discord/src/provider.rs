@@ -38,7 +38,7 @@ const QUEUE_LIMIT: usize = 1024;
 /// Clones share one connection.
 #[derive(Clone)]
 pub struct DiscordProvider {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for DiscordProvider {

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How a connection to a mail server is protected.
+///
+/// In a configuration file (`serde` feature): `"tls"`, `"starttls"` or `"plain"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 #[non_exhaustive]
 pub enum Security {
     /// TLS from the first byte (IMAPS on 993, SMTPS on 465), certificates checked against the
@@ -18,7 +21,10 @@ pub enum Security {
 }
 
 /// How mails are grouped into chats (each chat is one conversation, one queue).
+///
+/// In a configuration file (`serde` feature): `"correspondent"` or `"thread"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 #[non_exhaustive]
 pub enum Threading {
     /// One chat per correspondent: the sender's address, lowercased. The default.
@@ -31,7 +37,10 @@ pub enum Threading {
 }
 
 /// Where a mailbox with no recorded progress starts.
+///
+/// In a configuration file (`serde` feature): `"unseen"` or `"skip"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 #[non_exhaustive]
 pub enum Backlog {
     /// With the mails not flagged `\Seen`, oldest first. The default.
@@ -44,7 +53,14 @@ pub enum Backlog {
 /// The IMAP side of [`EmailProvider::imap`](crate::EmailProvider::imap).
 ///
 /// Built by value from [`ImapConfig::new`]. The password never appears in `Debug` output.
+///
+/// With the `serde` feature it reads from a configuration file: `host`, `user`, `password`,
+/// and optionally each setter's name (`port`, `security`, `mailbox`, `idle_timeout`,
+/// `poll_interval`, `down_after`, `max_backoff`, `command_timeout`, `max_mail_bytes`,
+/// `quarantine`, `backlog`), durations as text (`"10m"`); unknown keys are refused. Extra
+/// root certificates are given in code.
 #[derive(Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(from = "text::ImapConfigText"))]
 pub struct ImapConfig {
     pub(crate) host: String,
     pub(crate) port: u16,
@@ -219,7 +235,12 @@ impl ImapConfig {
 /// The SMTP side: where replies are sent from.
 ///
 /// Built by value from [`SmtpConfig::new`]. The password never appears in `Debug` output.
+///
+/// With the `serde` feature it reads from a configuration file: `host`, `from`, and
+/// optionally `port`, `security`, `user` and `password` (together), `from_name`, `subject`,
+/// `temporary_retry` and `timeout`, durations as text (`"30s"`); unknown keys are refused.
 #[derive(Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(try_from = "text::SmtpConfigText"))]
 pub struct SmtpConfig {
     pub(crate) host: String,
     pub(crate) port: u16,
@@ -317,5 +338,132 @@ impl SmtpConfig {
     /// The sender's address.
     pub fn get_from(&self) -> &str {
         &self.from
+    }
+}
+
+/// The text forms [`ImapConfig`] and [`SmtpConfig`] read from (the `serde` feature): through
+/// their builders, so the defaults stay those of their constructors.
+#[cfg(feature = "serde")]
+mod text {
+    use std::time::Duration;
+
+    use serde::Deserialize;
+
+    use super::{Backlog, ImapConfig, Security, SmtpConfig};
+
+    /// [`ImapConfig`] as a configuration file writes it.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(crate) struct ImapConfigText {
+        host: String,
+        user: String,
+        password: String,
+        port: Option<u16>,
+        security: Option<Security>,
+        mailbox: Option<String>,
+        #[serde(default, with = "humantime_serde")]
+        idle_timeout: Option<Duration>,
+        #[serde(default, with = "humantime_serde")]
+        poll_interval: Option<Duration>,
+        #[serde(default, with = "humantime_serde")]
+        down_after: Option<Duration>,
+        #[serde(default, with = "humantime_serde")]
+        max_backoff: Option<Duration>,
+        #[serde(default, with = "humantime_serde")]
+        command_timeout: Option<Duration>,
+        max_mail_bytes: Option<u32>,
+        quarantine: Option<String>,
+        backlog: Option<Backlog>,
+    }
+
+    impl From<ImapConfigText> for ImapConfig {
+        fn from(t: ImapConfigText) -> Self {
+            let mut c = Self::new(t.host, t.user, &t.password);
+            if let Some(v) = t.port {
+                c = c.port(v);
+            }
+            if let Some(v) = t.security {
+                c = c.security(v);
+            }
+            if let Some(v) = t.mailbox {
+                c = c.mailbox(v);
+            }
+            if let Some(v) = t.idle_timeout {
+                c = c.idle_timeout(v);
+            }
+            if let Some(v) = t.poll_interval {
+                c = c.poll_interval(v);
+            }
+            if let Some(v) = t.down_after {
+                c = c.down_after(v);
+            }
+            if let Some(v) = t.max_backoff {
+                c = c.max_backoff(v);
+            }
+            if let Some(v) = t.command_timeout {
+                c = c.command_timeout(v);
+            }
+            if let Some(v) = t.max_mail_bytes {
+                c = c.max_mail_bytes(v);
+            }
+            if let Some(v) = t.quarantine {
+                c = c.quarantine(v);
+            }
+            if let Some(v) = t.backlog {
+                c = c.backlog(v);
+            }
+            c
+        }
+    }
+
+    /// [`SmtpConfig`] as a configuration file writes it: `user` and `password` together, or
+    /// neither.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(crate) struct SmtpConfigText {
+        host: String,
+        from: String,
+        port: Option<u16>,
+        security: Option<Security>,
+        user: Option<String>,
+        password: Option<String>,
+        from_name: Option<String>,
+        subject: Option<String>,
+        #[serde(default, with = "humantime_serde")]
+        temporary_retry: Option<Duration>,
+        #[serde(default, with = "humantime_serde")]
+        timeout: Option<Duration>,
+    }
+
+    impl TryFrom<SmtpConfigText> for SmtpConfig {
+        type Error = &'static str;
+
+        fn try_from(t: SmtpConfigText) -> Result<Self, Self::Error> {
+            let mut c = Self::new(t.host, t.from);
+            match (t.user, t.password) {
+                (Some(user), Some(password)) => c = c.credentials(user, &password),
+                (None, None) => {}
+                _ => return Err("give the SMTP `user` and `password` together"),
+            }
+            if let Some(v) = t.port {
+                c = c.port(v);
+            }
+            if let Some(v) = t.security {
+                c = c.security(v);
+            }
+            if let Some(v) = t.from_name {
+                c = c.from_name(v);
+            }
+            if let Some(v) = t.subject {
+                c = c.subject(v);
+            }
+            if let Some(v) = t.temporary_retry {
+                c = c.temporary_retry(v);
+            }
+            if let Some(v) = t.timeout {
+                c = c.timeout(v);
+            }
+            Ok(c)
+        }
     }
 }

@@ -60,6 +60,14 @@
 //!
 //! `botmesh-testing`'s `email` feature runs a private Dovecot and an SMTP sink, so that tests
 //! run this crate's real IMAP and SMTP clients.
+//!
+//! # Feature flags
+//!
+//! - `serde`: `EmailSettings`, the provider as a configuration file describes it, and
+//!   [`ImapConfig`], [`SmtpConfig`] and their enums from configuration files, with durations
+//!   as text (`idle_timeout = "10m"`).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod archive;
 mod config;
@@ -69,10 +77,23 @@ mod media;
 mod parse;
 mod progress;
 mod provider;
+#[cfg(feature = "serde")]
+mod settings;
 mod smtp;
 mod state;
 mod text;
 
+pub mod guide {
+    // These link definitions come first, so they win over the guide's own (written for readers
+    // of the file on GitHub).
+    #![doc = "[replicas]: https://docs.rs/botmesh-coord/latest/botmesh_coord/guide/index.html"]
+    #![doc = "[example]: https://github.com/botmesh/botmesh/tree/main/examples/email"]
+    #![doc = include_str!("../guide.md")]
+}
+
 pub use config::{Backlog, ImapConfig, Security, SmtpConfig, Threading};
 pub use ingest::{SECRET_HEADER, SIGNATURE_HEADER, signature};
 pub use provider::EmailProvider;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use settings::{EmailIngest, EmailSettings};

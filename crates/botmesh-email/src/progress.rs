@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use botmesh_traits::{CasOutcome, CheckpointWrite, Error, Result, Store};
+use botmesh_traits::{CasOutcome, CheckpointWrite, Result, Store};
 use serde::{Deserialize, Serialize};
 
 /// A mailbox position.
@@ -52,14 +52,14 @@ impl Progress {
             if kept.is_some_and(|k| k.validity == at.validity && k.uid >= at.uid) {
                 return Ok(());
             }
-            match store.set_checkpoint_if(&self.key, &write, row.map(|r| r.revision)).await {
-                Ok(CasOutcome::Written { .. }) => return Ok(()),
-                Ok(_) => {}
+            let Some(cas) = store.cas() else {
                 // A store without compare-and-set: the plain write, last writer wins.
-                Err(Error::Unsupported { .. }) => {
-                    return store.set_checkpoint(&self.key, &write).await.map(|_| ());
-                }
-                Err(e) => return Err(e),
+                return store.set_checkpoint(&self.key, &write).await.map(|_| ());
+            };
+            if let CasOutcome::Written { .. } =
+                cas.set_checkpoint_if(&self.key, &write, row.map(|r| r.revision)).await?
+            {
+                return Ok(());
             }
         }
         Ok(())

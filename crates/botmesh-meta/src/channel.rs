@@ -1,7 +1,16 @@
 //! The three channels and the account each sends from.
 
 /// Which Meta channel a provider speaks, and the account it sends from.
+///
+/// In a configuration file (`serde` feature): `kind` (`"whatsapp"`, `"messenger"` or
+/// `"instagram"`) next to the variant's field, as in
+/// `{ kind = "whatsapp", phone_number_id = "1234" }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)
+)]
 #[non_exhaustive]
 pub enum Channel {
     /// The WhatsApp Cloud API, sending from a business phone number.

@@ -57,14 +57,33 @@
 //! "not processed" answers are retried with backoff; a timeout or an unexplained 5xx is not
 //! (the message may have gone out), and is left to the bot, whose outbox keeps a rerun of the
 //! step from sending twice.
+//!
+//! # Feature flags
+//!
+//! - `serde`: `MetaSettings`, the provider as a configuration file describes it, and
+//!   [`Channel`] from configuration files, with durations as text (`request_timeout = "10s"`).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod channel;
+#[cfg(feature = "serde")]
+mod config;
 mod graph;
 mod inbound;
 mod provider;
 mod signature;
 mod webhook;
 
+pub mod guide {
+    // These link definitions come first, so they win over the guide's own (written for readers
+    // of the file on GitHub).
+    #![doc = "[replicas]: https://docs.rs/botmesh-coord/latest/botmesh_coord/guide/index.html"]
+    #![doc = include_str!("../guide.md")]
+}
+
 pub use channel::Channel;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use config::MetaSettings;
 pub use provider::MetaProvider;
 pub use signature::SIGNATURE_HEADER;

@@ -153,7 +153,7 @@ fn replica(
     id: &str,
 ) -> (Arc<MemoryCoordinator>, Arc<dyn Coordination>) {
     let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), id).with_lease(LEASE));
-    let coordination = CoordinationConfig::from_arc(Arc::clone(&coordinator) as _)
+    let coordination = CoordinationConfig::new(Arc::clone(&coordinator))
         .settle(Duration::from_secs(2))
         .turn_wait(Duration::from_secs(20))
         .build();

@@ -42,6 +42,8 @@
 //! # Feature flags
 //!
 //! - `dns-srv` (default): `mongodb+srv://` URLs, resolved through DNS SRV and TXT records.
+//! - `serde`: [`MongoOptions`] deserializes from configuration files, with durations as text
+//!   (`connect_timeout = "5s"`).
 //!
 //! # Example
 //!
@@ -58,7 +60,11 @@
 //! # let _ = store; Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod clock;
+#[cfg(feature = "serde")]
+mod config;
 mod options;
 mod schema;
 mod store;

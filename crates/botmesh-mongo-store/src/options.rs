@@ -10,8 +10,18 @@ pub(crate) const DEFAULT_DATABASE: &str = "botmesh";
 /// Defaults, each used only when neither a setter nor the URL gives a value: the database named
 /// in the URL's path, else `botmesh`; collections prefixed `botmesh_`; a pool of up to 10
 /// connections per server; 5 s to open a connection and 5 s to find a usable server; the
-/// indexes created on connect.
-#[derive(Debug, Clone)]
+/// indexes created on connect. `Debug` output shows the URL without its password.
+///
+/// With the `serde` feature they read from a configuration file: `url`, and optionally each
+/// setter's name (`database`, `collection_prefix`, `max_pool_size`, `min_pool_size`,
+/// `connect_timeout`, `server_selection_timeout`, `app_name`, `migrate`), durations as text
+/// (`"5s"`); unknown keys are refused.
+#[derive(Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(from = "crate::config::MongoOptionsText")
+)]
 #[non_exhaustive]
 #[must_use = "options do nothing until the store connects with them"]
 pub struct MongoOptions {
@@ -24,6 +34,36 @@ pub struct MongoOptions {
     pub(crate) server_selection_timeout: Option<Duration>,
     pub(crate) app_name: Option<String>,
     pub(crate) migrate: bool,
+}
+
+impl std::fmt::Debug for MongoOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password.
+        f.debug_struct("MongoOptions")
+            .field("url", &redact(&self.url))
+            .field("database", &self.database)
+            .field("collection_prefix", &self.collection_prefix)
+            .field("max_pool_size", &self.max_pool_size)
+            .field("min_pool_size", &self.min_pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("server_selection_timeout", &self.server_selection_timeout)
+            .field("app_name", &self.app_name)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
+}
+
+/// `url` without its password (`mongodb://user:***@host/..`).
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let (authority, tail) = rest.find('/').map_or((rest, ""), |at| rest.split_at(at));
+    match authority.rsplit_once('@') {
+        Some((auth, hosts)) => match auth.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{hosts}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
 }
 
 impl MongoOptions {

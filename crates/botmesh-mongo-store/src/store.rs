@@ -1,16 +1,16 @@
 //! [`MongoStore`].
 //!
-//! Kept whole: it is the one `impl Store for MongoStore`, every method of the contract in
-//! the contract's order; the schema (`schema.rs`) and the duplicate-key writes (`write.rs`)
+//! Kept whole: `impl Store for MongoStore` and its capability traits, every method of the
+//! contract in the contract's order; the schema (`schema.rs`) and the duplicate-key writes (`write.rs`)
 //! already live beside it.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use botmesh_traits::{
-    BoxError, CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, InboxState, LeaseGrant, Result, Store, StoreCapabilities,
-    async_trait,
+    BoxError, CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error,
+    FencedLock, InboxAppend, InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore,
+    LockStore, Result, Store, TaskStore, async_trait,
 };
 use mongodb::bson::{Bson, DateTime, Document, doc};
 use mongodb::options::{ClientOptions, ReturnDocument};
@@ -383,8 +383,28 @@ impl MongoStore {
 
 #[async_trait]
 impl Store for MongoStore {
-    fn capabilities(&self) -> StoreCapabilities {
-        StoreCapabilities::full_shared()
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn cas(&self) -> Option<&dyn CasStore> {
+        Some(self)
+    }
+
+    fn locks(&self) -> Option<&dyn LockStore> {
+        Some(self)
+    }
+
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        Some(self)
+    }
+
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        Some(self)
+    }
+
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        Some(self)
     }
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
@@ -471,7 +491,10 @@ impl Store for MongoStore {
             .map_err(db("clear_checkpoint"))?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl CasStore for MongoStore {
     async fn set_checkpoint_if(
         &self,
         key: &str,
@@ -531,7 +554,10 @@ impl Store for MongoStore {
             .map_err(db("clear_checkpoint_if"))?;
         Ok(done.matched_count == 1)
     }
+}
 
+#[async_trait]
+impl LockStore for MongoStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
         let token = uuid::Uuid::new_v4().to_string();
         let fence = self.take(&self.inner.locks, key, "token", &token, ttl, "acquire_lock_fenced");
@@ -547,7 +573,10 @@ impl Store for MongoStore {
         let update = doc! { "$set": { "token": Bson::Null } };
         self.update_held(&self.inner.locks, key, ("token", token), update, "release_lock").await
     }
+}
 
+#[async_trait]
+impl LeaseStore for MongoStore {
     async fn acquire_lease(
         &self,
         name: &str,
@@ -584,7 +613,41 @@ impl Store for MongoStore {
         self.update_held(&self.inner.leases, name, ("holder", holder), update, "release_lease")
             .await
     }
+}
 
+#[async_trait]
+impl TaskStore for MongoStore {
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        let found = self.inner.tasks.find_one(doc! { "_id": id }).await.map_err(db("task_last"))?;
+        found.map(|d| required_int(&d, "task", "last")).transpose()
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        let op = "task_claim";
+        let occurrence = to_i64(occurrence);
+        // A later occurrence over the document; else the first one, decided by `_id`.
+        let moved = self
+            .inner
+            .tasks
+            .update_one(
+                doc! { "_id": id, "last": { "$lt": occurrence } },
+                doc! { "$set": { "last": occurrence } },
+            )
+            .await
+            .map_err(db(op))?;
+        if moved.matched_count == 1 {
+            return Ok(true);
+        }
+        match self.inner.tasks.insert_one(doc! { "_id": id, "last": occurrence }).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_duplicate(&e) => Ok(false),
+            Err(e) => Err(Error::store(op, e)),
+        }
+    }
+}
+
+#[async_trait]
+impl JournalStore for MongoStore {
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         let seq = self.next_inbox_seq().await?;
         match self.inner.inbox.insert_one(self.inbox_doc(record, retain, seq)).await {
@@ -680,34 +743,6 @@ impl Store for MongoStore {
             .await
             .map_err(db("inbox_claim"))?;
         Ok(done.matched_count == 1)
-    }
-
-    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
-        let found = self.inner.tasks.find_one(doc! { "_id": id }).await.map_err(db("task_last"))?;
-        found.map(|d| required_int(&d, "task", "last")).transpose()
-    }
-
-    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
-        let op = "task_claim";
-        let occurrence = to_i64(occurrence);
-        // A later occurrence over the document; else the first one, decided by `_id`.
-        let moved = self
-            .inner
-            .tasks
-            .update_one(
-                doc! { "_id": id, "last": { "$lt": occurrence } },
-                doc! { "$set": { "last": occurrence } },
-            )
-            .await
-            .map_err(db(op))?;
-        if moved.matched_count == 1 {
-            return Ok(true);
-        }
-        match self.inner.tasks.insert_one(doc! { "_id": id, "last": occurrence }).await {
-            Ok(_) => Ok(true),
-            Err(e) if is_duplicate(&e) => Ok(false),
-            Err(e) => Err(Error::store(op, e)),
-        }
     }
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {

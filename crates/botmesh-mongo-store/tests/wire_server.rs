@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_mongo_store::{MongoOptions, MongoStore};
-use botmesh_testing::{MongoServer, racing_writers, store_conformance};
-use botmesh_traits::{ErrorKind, InboxAppend, InboxRecord, Store};
+use botmesh_testing::{MongoServer, claimed_capabilities, racing_writers, store_conformance};
+use botmesh_traits::{ErrorKind, InboxAppend, InboxRecord, JournalStore, Store};
 use mongodb::bson::{Document, doc};
 
 /// A database of its own for one test, on a server of its own.
@@ -42,7 +42,9 @@ impl Fresh {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mongo_passes_the_store_conformance_suite() {
     let db = Fresh::new();
-    store_conformance(Arc::new(db.store().await)).await;
+    let store = Arc::new(db.store().await);
+    assert_eq!(claimed_capabilities(&*store), ["cas", "locks", "leases", "tasks", "journal"]);
+    store_conformance(store).await;
     db.drop_db().await;
 }
 

@@ -48,8 +48,20 @@
 //! - `opentelemetry`: `otel::W3cPropagation`, with `opentelemetry` and `tracing-opentelemetry`:
 //!   a message taken over from a replica that died gets a span linked to the one it had where
 //!   it arrived (see the `otel` module).
+//! - `serde`: `OpsSettings`, the routes' settings as a configuration file holds them, with
+//!   durations as text (`refresh = "5s"`).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod auth;
+#[cfg(feature = "serde")]
+mod config;
+// Its examples use both features.
+#[cfg(all(feature = "prometheus", feature = "opentelemetry"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "prometheus", feature = "opentelemetry"))))]
+pub mod guide {
+    #![doc = include_str!("../guide.md")]
+}
 #[cfg(feature = "opentelemetry")]
 pub mod otel;
 mod page;
@@ -64,6 +76,9 @@ use std::time::Duration;
 use axum::Router;
 use botmesh_core::Bot;
 
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use self::config::OpsSettings;
 #[cfg(feature = "opentelemetry")]
 pub use self::otel::W3cPropagation;
 #[cfg(feature = "prometheus")]

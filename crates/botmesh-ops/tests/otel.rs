@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::traits::Store as _;
+use botmesh_core::traits::JournalStore as _;
 use botmesh_core::{Bot, BotError, Durability, Inbound, MemoryStore};
 use botmesh_ops::otel::{ARRIVAL, LINK_ATTRIBUTE, W3cPropagation};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
@@ -60,7 +60,7 @@ async fn replicas(
         let bot = Bot::builder()
             .provider(provider.clone())
             .store(store.clone())
-            .coordination(CoordinationConfig::from_arc(coordinator.clone()).build())
+            .coordination(CoordinationConfig::new(coordinator.clone()).build())
             .durability(Durability::new())
             .trace_propagation(W3cPropagation::new())
             .on_message(move |ctx| {

@@ -1,7 +1,42 @@
 //! How botmesh names its Redis keys, in the two layouts.
+//!
+//! Every key starts with the prefix given to [`RedisStore`](crate::RedisStore) (`P` below).
+//! The store's data and the coordination's live apart: the coordinator's keys are under
+//! `P:coord`, so an operator can tell them apart, size them, or grant them separately.
+//! In the cluster layout the part in braces is the hash tag; the standalone layout has no
+//! braces.
+//!
+//! | Key (standalone) | Key (cluster) | Type | What |
+//! |---|---|---|---|
+//! | `P:chat:<chat>` | `{P:chat:<chat>}` | string | a chat's record (JSON) |
+//! | `P:user:<key>` | `{P:user:<key>}` | string | a user's data (JSON) |
+//! | `P:cp:<key>` | `{P:cp:<key>}` | hash | a chat's checkpoint: data and revision |
+//! | `P:lock:<key>` | `{P:lock:<key>}` | string | a fenced lock's token |
+//! | `P:lease:<name>` | `{P:lease:<name>}` | string | a store lease's holder |
+//! | `P:task:<id>` | `{P:task:<id>}` | string | a scheduled job's last occurrence |
+//! | `P:out:<key>` | `{P:out:<key>}` | string | an outbox entry (a send made once) |
+//! | `P:inbox:r:<id>` | `{P:inbox}:r:<id>` | hash | a journaled message |
+//! | `P:inbox:pending` | `{P:inbox}:pending` | sorted set | journaled messages not acknowledged |
+//! | `P:inbox:seq` | `{P:inbox}:seq` | string | the journal's arrival counter |
+//! | `P:coord:t:<chat>` | `{P:coord:sN}:t:<chat>` | hash | a chat's turn: holder, fence |
+//! | `P:coord:q:<chat>` | `{P:coord:sN}:q:<chat>` | sorted set | a chat's queued tickets |
+//! | `P:coord:r:<incarnation>` | `{P:coord:sN}:r:<incarnation>` | string | a replica's liveness, with a TTL of its lease |
+//! | `P:coord:l:<name>` | `{P:coord:sN}:l:<name>` | hash | a leadership (an exclusive transport) |
+//! | `P:coord:replicas:index` | `{P:coord:replicas}:index` | sorted set | the replicas' status documents |
+//! | `P:coord:replicas:doc:<incarnation>` | `{P:coord:replicas}:doc:<incarnation>` | hash | one replica's status document |
+//! | `P:coord:wake:<incarnation>` | `P:coord:wake:<incarnation>` | channel | turns handed to a replica |
+//!
+//! `sN` is one of 16 shards a chat key or a leadership name hashes to (FNV-1a), so that one
+//! heartbeat per shard renews a replica's liveness whatever the number of chats it holds.
+//! A chat's ticket numbers and fences are fields of its turn hash; idle turn state expires
+//! on its own (`idle_keep`), and a hash created again starts its counters from the server's
+//! clock, above every value the old one handed out.
 
 /// How keys are laid out over Redis.
+///
+/// In a configuration file (`serde` feature): `"standalone"` or `"cluster"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 #[non_exhaustive]
 pub enum KeyLayout {
     /// One Redis server (with or without replicas and Sentinel).
@@ -36,6 +71,11 @@ impl Keys {
 
     pub(crate) fn layout(&self) -> KeyLayout {
         self.layout
+    }
+
+    /// The namer of the coordination's keys: the same layout, under `prefix:coord`.
+    pub(crate) fn coordination(&self) -> Self {
+        Self::new(&format!("{}:coord", self.prefix), self.layout)
     }
 
     /// The key of one stored entity (a checkpoint, a lock), tagged on its own in a cluster.
@@ -136,6 +176,19 @@ mod tests {
         let k = Keys::new("shop", KeyLayout::Standalone);
         assert_eq!(k.replica_index(), "shop:replicas:index");
         assert_eq!(k.replica_doc_prefix(), "shop:replicas:doc:");
+    }
+
+    #[test]
+    fn coordination_keys_live_apart_from_the_store_s() {
+        let store = Keys::new("shop", KeyLayout::Standalone);
+        let coord = store.coordination();
+        assert_eq!(coord.turn("c").0, "shop:coord:t:c");
+        assert_eq!(coord.wake_prefix(), "shop:coord:wake:");
+        assert_eq!(coord.replica_index(), "shop:coord:replicas:index");
+        let cluster = Keys::new("shop", KeyLayout::Cluster).coordination();
+        assert!(cluster.turn("c").0.starts_with("{shop:coord:s"));
+        assert_eq!(cluster.replica_index(), "{shop:coord:replicas}:index");
+        assert!(!store.entity("cp", "c").starts_with("shop:coord:"));
     }
 
     #[test]

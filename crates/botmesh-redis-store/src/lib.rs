@@ -54,8 +54,13 @@
 //!
 //! # Feature flags
 //!
-//! None.
+//! - `serde`: [`RedisOptions`] and [`KeyLayout`] deserialize from configuration files, with
+//!   durations as text (`response_timeout = "2s"`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "serde")]
+mod config;
 mod conn;
 mod coordinator;
 mod keys;
@@ -71,8 +76,28 @@ pub use store::RedisStore;
 /// How to reach Redis.
 ///
 /// Defaults: the standalone layout, 2 s to connect, 2 s for a reply, `max_poll` 100 ms, idle
-/// chat state kept one minute.
-#[derive(Debug, Clone)]
+/// chat state kept one minute. `Debug` output shows the URLs without their passwords.
+///
+/// With the `serde` feature they read from a configuration file: `url` (one server) or
+/// `cluster` (a list of node URLs), `prefix`, and optionally `layout` (`"standalone"` or
+/// `"cluster"`), `connection_timeout`, `response_timeout`, `max_poll` and `idle_keep` as
+/// durations in text. Unknown keys are refused; a private CA's certificate is set in code
+/// ([`tls_root_cert`](Self::tls_root_cert)).
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// let options: botmesh_redis_store::RedisOptions = serde_json::from_str(
+///     r#"{ "url": "redis://127.0.0.1:6379/0", "prefix": "shop", "response_timeout": "1s" }"#,
+/// )
+/// .unwrap();
+/// # let _ = options; }
+/// ```
+#[derive(Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(try_from = "config::RedisOptionsText")
+)]
 #[non_exhaustive]
 #[must_use = "options do nothing until the store connects with them"]
 pub struct RedisOptions {
@@ -86,6 +111,23 @@ pub struct RedisOptions {
     pub(crate) max_poll: Duration,
     pub(crate) idle_keep: Duration,
     pub(crate) tls_root: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never a password.
+        f.debug_struct("RedisOptions")
+            .field("urls", &self.urls.iter().map(|u| conn::redact(u)).collect::<Vec<_>>())
+            .field("prefix", &self.prefix)
+            .field("layout", &self.layout)
+            .field("cluster", &self.cluster)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("max_poll", &self.max_poll)
+            .field("idle_keep", &self.idle_keep)
+            .field("tls_root", &self.tls_root.is_some())
+            .finish()
+    }
 }
 
 impl RedisOptions {

@@ -1,12 +1,15 @@
-//! [`RedisStore`]: every `Store` method on Redis.
+//! [`RedisStore`]: `Store` and every capability trait on Redis.
+//!
+//! Kept whole: `impl Store for RedisStore` and its capability traits, every method of the
+//! contract in the contract's order, beside the connection and key handling they share.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_traits::{
-    CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, InboxState, LeaseGrant, Result, Store, StoreCapabilities,
-    async_trait,
+    CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
+    InboxAppend, InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore, LockStore, Result,
+    Store, TaskStore, async_trait,
 };
 use redis::{AsyncCommands, Script};
 
@@ -146,8 +149,28 @@ impl RedisStore {
 
 #[async_trait]
 impl Store for RedisStore {
-    fn capabilities(&self) -> StoreCapabilities {
-        StoreCapabilities::full_shared()
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn cas(&self) -> Option<&dyn CasStore> {
+        Some(self)
+    }
+
+    fn locks(&self) -> Option<&dyn LockStore> {
+        Some(self)
+    }
+
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        Some(self)
+    }
+
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        Some(self)
+    }
+
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        Some(self)
     }
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
@@ -220,7 +243,10 @@ impl Store for RedisStore {
     async fn clear_checkpoint(&self, key: &str) -> Result<()> {
         self.clear("clear_checkpoint", key, None).await.map(drop)
     }
+}
 
+#[async_trait]
+impl CasStore for RedisStore {
     async fn set_checkpoint_if(
         &self,
         key: &str,
@@ -234,7 +260,10 @@ impl Store for RedisStore {
     async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool> {
         self.clear("clear_checkpoint_if", key, Some(expected)).await
     }
+}
 
+#[async_trait]
+impl LockStore for RedisStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
         let token = uuid::Uuid::new_v4().to_string();
         let fence: Option<String> = self
@@ -270,7 +299,10 @@ impl Store for RedisStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl LeaseStore for RedisStore {
     async fn acquire_lease(
         &self,
         name: &str,
@@ -310,7 +342,36 @@ impl Store for RedisStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl TaskStore for RedisStore {
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        let key = &self.keys.entity("task", id);
+        let last: Option<String> = idempotent(|| async move { self.conn().get(key).await })
+            .await
+            .map_err(|e| Error::store("task_last", e))?;
+        last.map(|l| l.parse::<u64>().map_err(|e| Error::corrupt(format!("task record {id}"), e)))
+            .transpose()
+    }
+
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        // Sent once: a claim whose reply was lost is not tried again, so the occurrence may
+        // be skipped, never run twice.
+        let claimed: i64 = self
+            .scripts
+            .task_claim
+            .key(self.keys.entity("task", id))
+            .arg(occurrence.to_string())
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("task_claim", e))?;
+        Ok(claimed == 1)
+    }
+}
+
+#[async_trait]
+impl JournalStore for RedisStore {
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         let state = match record.state {
             InboxState::Acked => "acked",
@@ -427,29 +488,6 @@ impl Store for RedisStore {
             Err(e) => return Err(Error::store("inbox_claim", e)),
         };
         Ok(n == 1)
-    }
-
-    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
-        let key = &self.keys.entity("task", id);
-        let last: Option<String> = idempotent(|| async move { self.conn().get(key).await })
-            .await
-            .map_err(|e| Error::store("task_last", e))?;
-        last.map(|l| l.parse::<u64>().map_err(|e| Error::corrupt(format!("task record {id}"), e)))
-            .transpose()
-    }
-
-    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
-        // Sent once: a claim whose reply was lost is not tried again, so the occurrence may
-        // be skipped, never run twice.
-        let claimed: i64 = self
-            .scripts
-            .task_claim
-            .key(self.keys.entity("task", id))
-            .arg(occurrence.to_string())
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("task_claim", e))?;
-        Ok(claimed == 1)
     }
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use botmesh_redis_store::{KeyLayout, RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{
-    CoordinatorHarness, RedisCluster, RedisServer, coordinator_conformance, store_conformance,
+    CoordinatorHarness, RedisCluster, RedisServer, claimed_capabilities, coordinator_conformance,
+    store_conformance,
 };
 use botmesh_traits::Coordinator;
 
@@ -21,7 +22,9 @@ impl CoordinatorHarness for Harness {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_passes_the_conformance_suite_on_one_server() {
     let server = RedisServer::start().unwrap();
-    store_conformance(Arc::new(RedisStore::new(&server.url(), "t").await.unwrap())).await;
+    let store = Arc::new(RedisStore::new(&server.url(), "t").await.unwrap());
+    assert_eq!(claimed_capabilities(&*store), ["cas", "locks", "leases", "tasks", "journal"]);
+    store_conformance(store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

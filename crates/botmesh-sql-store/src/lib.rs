@@ -15,7 +15,13 @@
 //! - `postgres` (default): `PostgresStore`.
 //! - `sqlite` (default): `SqliteStore`, a file or in memory, for one process.
 //! - `mysql` (default): `MySqlStore`, for MySQL and MariaDB.
+//! - `serde`: the options types deserialize from configuration files, with durations as text
+//!   (`acquire_timeout = "5s"`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(all(feature = "serde", any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
+mod config;
 #[cfg(feature = "postgres")]
 mod postgres;
 
@@ -30,6 +36,38 @@ pub use mysql::{MySqlOptions, MySqlStore};
 pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore};
+
+/// `url` without its password, for `Debug` output.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
+    let host = match authority.rsplit_once('@') {
+        Some((auth, host)) => match auth.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{auth}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    let Some(path) = path else { return format!("{scheme}://{host}") };
+    // A password may also come as a query parameter (`?password=..`, `?sslpassword=..`).
+    let path = match path.split_once('?') {
+        Some((db, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.to_ascii_lowercase().contains("password") => {
+                        format!("{k}=***")
+                    }
+                    _ => p.to_owned(),
+                })
+                .collect();
+            format!("{db}?{}", params.join("&"))
+        }
+        None => path.to_owned(),
+    };
+    format!("{scheme}://{host}/{path}")
+}
 
 /// The `state` column of an inbox row (`'acked'` or `'pending'`) as the journal's state.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

@@ -5,16 +5,17 @@
 //! `INSERT IGNORE` (decided atomically by the primary key); new counters come back through
 //! `LAST_INSERT_ID(expr)` on the same connection.
 //!
-//! Kept whole: it is the one `impl Store for MySqlStore`, every method of the contract in the
-//! contract's order, each with the two statements MySQL needs where the others need one.
+//! Kept whole: `impl Store for MySqlStore` and its capability traits, every method of the
+//! contract in the contract's order, each with the two statements MySQL needs where the others
+//! need one.
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use botmesh_traits::{
-    BoxError, CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, InboxState, LeaseGrant, Result, Store, StoreCapabilities,
-    async_trait,
+    BoxError, CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error,
+    FencedLock, InboxAppend, InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore,
+    LockStore, Result, Store, TaskStore, async_trait,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, Row};
@@ -66,7 +67,17 @@ fn sql(text: String) -> sqlx::AssertSqlSafe<String> {
 /// How to reach MySQL or MariaDB.
 ///
 /// Defaults: a pool of up to 10 connections, 5 s to get one, and the schema applied on connect.
-#[derive(Debug, Clone)]
+/// `Debug` output shows the URL without its password.
+///
+/// With the `serde` feature they read from a configuration file: `url`, and optionally
+/// `max_connections`, `acquire_timeout` (a duration in text, `"5s"`) and `migrate`; unknown
+/// keys are refused.
+#[derive(Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(from = "crate::config::ServerOptionsText")
+)]
 #[non_exhaustive]
 #[must_use = "options do nothing until the store connects with them"]
 pub struct MySqlOptions {
@@ -74,6 +85,18 @@ pub struct MySqlOptions {
     max_connections: u32,
     acquire_timeout: Duration,
     migrate: bool,
+}
+
+impl std::fmt::Debug for MySqlOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password.
+        f.debug_struct("MySqlOptions")
+            .field("url", &crate::redact(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
 }
 
 impl MySqlOptions {
@@ -120,8 +143,15 @@ async fn last_id(conn: &mut MySqlConnection) -> std::result::Result<i64, sqlx::E
 
 impl MySqlStore {
     /// Connects to `url` with the default options.
-    pub async fn new(url: &str) -> Result<Self> {
+    pub async fn new(url: impl Into<String>) -> Result<Self> {
         Self::connect(MySqlOptions::new(url)).await
+    }
+
+    /// A store on a pool the application already has. The schema is not applied: call
+    /// [`migrate`](Self::migrate) once (it is idempotent, and safe from replicas starting
+    /// together) unless your deployment applies it.
+    pub fn from_pool(pool: MySqlPool) -> Self {
+        Self { pool }
     }
 
     /// Connects, and applies the schema unless told not to.
@@ -196,8 +226,28 @@ impl MySqlStore {
 
 #[async_trait]
 impl Store for MySqlStore {
-    fn capabilities(&self) -> StoreCapabilities {
-        StoreCapabilities::full_shared()
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn cas(&self) -> Option<&dyn CasStore> {
+        Some(self)
+    }
+
+    fn locks(&self) -> Option<&dyn LockStore> {
+        Some(self)
+    }
+
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        Some(self)
+    }
+
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        Some(self)
+    }
+
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        Some(self)
     }
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
@@ -290,7 +340,10 @@ impl Store for MySqlStore {
             .map_err(db("clear_checkpoint"))?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl CasStore for MySqlStore {
     async fn set_checkpoint_if(
         &self,
         key: &str,
@@ -369,7 +422,10 @@ impl Store for MySqlStore {
         .map_err(db("clear_checkpoint_if"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl LockStore for MySqlStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
         let token = uuid::Uuid::new_v4().to_string();
         let mut conn = self.conn("acquire_lock_fenced").await?;
@@ -425,7 +481,10 @@ impl Store for MySqlStore {
         .map_err(db("release_lock"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl LeaseStore for MySqlStore {
     async fn acquire_lease(
         &self,
         name: &str,
@@ -503,7 +562,10 @@ impl Store for MySqlStore {
         .map_err(db("release_lease"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl TaskStore for MySqlStore {
     async fn task_last(&self, id: &str) -> Result<Option<u64>> {
         let last: Option<i64> = sqlx::query_scalar("SELECT last FROM botmesh_tasks WHERE id = ?")
             .bind(id)
@@ -535,7 +597,10 @@ impl Store for MySqlStore {
             .map_err(db("task_claim"))?;
         Ok(inserted.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl JournalStore for MySqlStore {
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         sqlx::query(sql(format!("DELETE FROM botmesh_inbox WHERE id = ? AND forget_at <= {NOW}")))
             .bind(&record.id)

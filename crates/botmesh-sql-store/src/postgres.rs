@@ -1,11 +1,15 @@
 //! [`PostgresStore`].
+//!
+//! Kept whole: `impl Store for PostgresStore` and its capability traits, every method of the
+//! contract in the contract's order, as in the SQLite and MySQL stores, so the three read side
+//! by side.
 
 use std::time::Duration;
 
 use botmesh_traits::{
-    BoxError, CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, InboxState, LeaseGrant, Result, Store, StoreCapabilities,
-    async_trait,
+    BoxError, CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error,
+    FencedLock, InboxAppend, InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore,
+    LockStore, Result, Store, TaskStore, async_trait,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, Row};
@@ -60,7 +64,17 @@ fn to_i64(v: u64) -> i64 {
 /// How to reach PostgreSQL.
 ///
 /// Defaults: a pool of up to 10 connections, 5 s to get one, and the schema applied on connect.
-#[derive(Debug, Clone)]
+/// `Debug` output shows the URL without its password.
+///
+/// With the `serde` feature they read from a configuration file: `url`, and optionally
+/// `max_connections`, `acquire_timeout` (a duration in text, `"5s"`) and `migrate`; unknown
+/// keys are refused.
+#[derive(Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(from = "crate::config::ServerOptionsText")
+)]
 #[non_exhaustive]
 #[must_use = "options do nothing until the store connects with them"]
 pub struct PostgresOptions {
@@ -68,6 +82,18 @@ pub struct PostgresOptions {
     max_connections: u32,
     acquire_timeout: Duration,
     migrate: bool,
+}
+
+impl std::fmt::Debug for PostgresOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password.
+        f.debug_struct("PostgresOptions")
+            .field("url", &crate::redact(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
 }
 
 impl PostgresOptions {
@@ -109,13 +135,15 @@ pub struct PostgresStore {
 
 impl PostgresStore {
     /// Connects to `url` with the default options.
-    pub async fn new(url: &str) -> Result<Self> {
+    pub async fn new(url: impl Into<String>) -> Result<Self> {
         Self::connect(PostgresOptions::new(url)).await
     }
 
-    /// [`PostgresStore::new`] with an owned URL, for spawning.
-    pub async fn new_owned(url: String) -> Result<Self> {
-        Self::new(&url).await
+    /// A store on a pool the application already has. The schema is not applied: call
+    /// [`migrate`](Self::migrate) once (it is idempotent, and safe from replicas starting
+    /// together) unless your deployment applies it.
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self { pool }
     }
 
     /// Connects, and applies the schema unless told not to.
@@ -185,8 +213,28 @@ impl PostgresStore {
 
 #[async_trait]
 impl Store for PostgresStore {
-    fn capabilities(&self) -> StoreCapabilities {
-        StoreCapabilities::full_shared()
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn cas(&self) -> Option<&dyn CasStore> {
+        Some(self)
+    }
+
+    fn locks(&self) -> Option<&dyn LockStore> {
+        Some(self)
+    }
+
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        Some(self)
+    }
+
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        Some(self)
+    }
+
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        Some(self)
     }
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
@@ -282,7 +330,10 @@ impl Store for PostgresStore {
             .map_err(db("clear_checkpoint"))?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl CasStore for PostgresStore {
     async fn set_checkpoint_if(
         &self,
         key: &str,
@@ -339,7 +390,10 @@ impl Store for PostgresStore {
         .map_err(db("clear_checkpoint_if"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl LockStore for PostgresStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
         let token = uuid::Uuid::new_v4().to_string();
         let sql = format!(
@@ -385,7 +439,10 @@ impl Store for PostgresStore {
         .map_err(db("release_lock"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl LeaseStore for PostgresStore {
     async fn acquire_lease(
         &self,
         name: &str,
@@ -438,7 +495,10 @@ impl Store for PostgresStore {
         .map_err(db("release_lease"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl TaskStore for PostgresStore {
     async fn task_last(&self, id: &str) -> Result<Option<u64>> {
         let last: Option<i64> = sqlx::query_scalar("SELECT last FROM botmesh_tasks WHERE id = $1")
             .bind(id)
@@ -462,7 +522,10 @@ impl Store for PostgresStore {
         .map_err(db("task_claim"))?;
         Ok(claimed.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl JournalStore for PostgresStore {
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         // An acknowledged id past its retention is forgotten first. (A data-modifying CTE
         // would not do: the insert's conflict check runs on the same snapshot.)

@@ -1,11 +1,15 @@
 //! [`SqliteStore`].
+//!
+//! Kept whole: `impl Store for SqliteStore` and its capability traits, every method of the
+//! contract in the contract's order, as in the Postgres and MySQL stores, so the three read
+//! side by side.
 
 use std::time::Duration;
 
 use botmesh_traits::{
-    BoxError, CasOutcome, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, InboxState, LeaseGrant, Result, Store, StoreCapabilities,
-    async_trait,
+    BoxError, CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error,
+    FencedLock, InboxAppend, InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore,
+    LockStore, Result, Store, TaskStore, async_trait,
 };
 use std::str::FromStr;
 
@@ -64,7 +68,16 @@ fn to_i64(v: u64) -> i64 {
 ///
 /// Defaults: up to 4 pooled connections (1 for an in-memory database, which lives in one
 /// connection), 5 s to wait for a lock, write-ahead logging, and the schema applied on open.
+///
+/// With the `serde` feature they read from a configuration file: `path` (a database file) or
+/// `url` (`"sqlite::memory:"` for one in memory), and optionally `busy_timeout` (a duration in
+/// text, `"5s"`) and `migrate`; unknown keys are refused.
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(try_from = "crate::config::SqliteOptionsText")
+)]
 #[non_exhaustive]
 #[must_use = "options do nothing until the store opens with them"]
 pub struct SqliteOptions {
@@ -126,6 +139,14 @@ impl SqliteStore {
     /// An in-memory database.
     pub async fn in_memory() -> Result<Self> {
         Self::connect(SqliteOptions::in_memory()).await
+    }
+
+    /// A store on a pool the application already has. The schema is not applied: call
+    /// [`migrate`](Self::migrate) once (it is idempotent) unless your deployment applies it.
+    /// Open the pool in WAL mode with a busy timeout, as [`SqliteStore::connect`] does, when
+    /// several tasks write at once.
+    pub fn from_pool(pool: SqlitePool) -> Self {
+        Self { pool }
     }
 
     /// Opens with full options, and applies the schema unless told not to.
@@ -195,8 +216,28 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    fn capabilities(&self) -> StoreCapabilities {
-        StoreCapabilities::full_shared()
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn cas(&self) -> Option<&dyn CasStore> {
+        Some(self)
+    }
+
+    fn locks(&self) -> Option<&dyn LockStore> {
+        Some(self)
+    }
+
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        Some(self)
+    }
+
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        Some(self)
+    }
+
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        Some(self)
     }
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
@@ -292,7 +333,10 @@ impl Store for SqliteStore {
             .map_err(db("clear_checkpoint"))?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl CasStore for SqliteStore {
     async fn set_checkpoint_if(
         &self,
         key: &str,
@@ -349,7 +393,10 @@ impl Store for SqliteStore {
         .map_err(db("clear_checkpoint_if"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl LockStore for SqliteStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
         let token = uuid::Uuid::new_v4().to_string();
         let sql = format!(
@@ -395,7 +442,10 @@ impl Store for SqliteStore {
         .map_err(db("release_lock"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl LeaseStore for SqliteStore {
     async fn acquire_lease(
         &self,
         name: &str,
@@ -448,7 +498,10 @@ impl Store for SqliteStore {
         .map_err(db("release_lease"))?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl TaskStore for SqliteStore {
     async fn task_last(&self, id: &str) -> Result<Option<u64>> {
         let last: Option<i64> = sqlx::query_scalar("SELECT last FROM botmesh_tasks WHERE id = ?1")
             .bind(id)
@@ -472,7 +525,10 @@ impl Store for SqliteStore {
         .map_err(db("task_claim"))?;
         Ok(claimed.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl JournalStore for SqliteStore {
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         // An acknowledged id past its retention is forgotten first. (A data-modifying CTE
         // would not do: the insert's conflict check runs on the same snapshot.)

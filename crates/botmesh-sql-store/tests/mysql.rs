@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use botmesh_sql_store::{MySqlOptions, MySqlStore};
-use botmesh_testing::{racing_writers, store_conformance};
+use botmesh_testing::{claimed_capabilities, racing_writers, store_conformance};
 use botmesh_traits::{ErrorKind, Store};
 use sqlx::Executor;
 
@@ -41,6 +41,7 @@ impl Fresh {
 async fn mariadb_passes_the_store_conformance_suite() {
     let db = Fresh::new().await;
     let store = MySqlStore::new(&db.url()).await.unwrap();
+    assert_eq!(claimed_capabilities(&store), ["cas", "locks", "leases", "tasks", "journal"]);
     store_conformance(Arc::new(store.clone())).await;
     store.pool().close().await;
     db.drop_db().await;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use botmesh_sql_store::{PostgresOptions, PostgresStore};
-use botmesh_testing::{racing_writers, store_conformance};
+use botmesh_testing::{claimed_capabilities, racing_writers, store_conformance};
 use botmesh_traits::{ErrorKind, Store};
 use sqlx::Executor;
 
@@ -40,7 +40,9 @@ impl Fresh {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_passes_the_store_conformance_suite() {
     let db = Fresh::new().await;
-    store_conformance(Arc::new(PostgresStore::new(&db.url()).await.unwrap())).await;
+    let store = Arc::new(PostgresStore::new(&db.url()).await.unwrap());
+    assert_eq!(claimed_capabilities(&*store), ["cas", "locks", "leases", "tasks", "journal"]);
+    store_conformance(store).await;
     db.drop_db().await;
 }
 
@@ -59,8 +61,7 @@ async fn eight_writers_on_two_pools_racing_one_revision_have_exactly_one_winner_
 async fn replicas_starting_together_apply_the_schema_once() {
     let db = Fresh::new().await;
     let url = db.url();
-    let starts: Vec<_> =
-        (0..4).map(|_| tokio::spawn(PostgresStore::new_owned(url.clone()))).collect();
+    let starts: Vec<_> = (0..4).map(|_| tokio::spawn(PostgresStore::new(url.clone()))).collect();
     for s in starts {
         s.await.unwrap().unwrap();
     }

@@ -51,7 +51,16 @@
 //!
 //! `botmesh-testing`'s `telegram` feature has a Bot API stand-in to point
 //! [`TelegramProvider::with_api_url`] at, so that tests run this crate's real client code.
+//!
+//! # Feature flags
+//!
+//! - `serde`: `TelegramSettings`, the provider as a configuration file describes it, with
+//!   durations as text (`poll_timeout = "10s"`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "serde")]
+mod config;
 mod errors;
 mod inbound;
 mod offset;
@@ -62,6 +71,17 @@ mod provider;
 mod state;
 mod webhook;
 
+pub mod guide {
+    // These link definitions come first, so they win over the guide's own (written for readers
+    // of the file on GitHub).
+    #![doc = "[replicas]: https://docs.rs/botmesh-coord/latest/botmesh_coord/guide/index.html"]
+    #![doc = "[example]: https://github.com/botmesh/botmesh/tree/main/examples/telegram"]
+    #![doc = include_str!("../guide.md")]
+}
+
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use config::{TelegramSettings, TelegramWebhook};
 pub use provider::TelegramProvider;
 pub use teloxide_core::types::ParseMode;
 pub use webhook::SECRET_HEADER;

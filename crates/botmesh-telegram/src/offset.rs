@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use botmesh_traits::{CasOutcome, CheckpointWrite, Error, Result, Store};
+use botmesh_traits::{CasOutcome, CheckpointWrite, Result, Store};
 
 /// The next update id to ask for, as a row of the bot's store (`{"next": n}`), only ever
 /// moved forward: a poller that stalled and wakes up late cannot move it back.
@@ -53,14 +53,14 @@ impl Offset {
                 return Ok(());
             }
             let expected = row.map(|r| r.revision);
-            match store.set_checkpoint_if(&self.key, &write, expected).await {
-                Ok(CasOutcome::Written { .. }) => return Ok(()),
-                Ok(_) => {}
+            let Some(cas) = store.cas() else {
                 // A store without compare-and-set: the plain write, last writer wins.
-                Err(Error::Unsupported { .. }) => {
-                    return store.set_checkpoint(&self.key, &write).await.map(|_| ());
-                }
-                Err(e) => return Err(e),
+                return store.set_checkpoint(&self.key, &write).await.map(|_| ());
+            };
+            if let CasOutcome::Written { .. } =
+                cas.set_checkpoint_if(&self.key, &write, expected).await?
+            {
+                return Ok(());
             }
         }
         Ok(())

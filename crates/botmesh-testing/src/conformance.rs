@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_traits::{
-    CasOutcome, ChatId, ChatKey, ChatRecord, CheckpointWrite, ErrorKind, InboxAppend, InboxRecord,
-    InboxState, Store,
+    CasOutcome, CasStore, ChatId, ChatKey, ChatRecord, CheckpointWrite, InboxAppend, InboxRecord,
+    InboxState, JournalStore, LeaseStore, LockStore, Store, TaskStore,
 };
 
 /// How long the suite's short-lived entries live, and how long it waits for them to expire:
@@ -23,55 +23,57 @@ const PAST_TTL: Duration = Duration::from_millis(700);
 /// machine can take longer than [`TTL`] between two queries, and the entry must not expire then.
 const HELD: Duration = Duration::from_secs(60);
 
-/// Checks every [`Store`] method of `store` against the contract, panicking on the first
-/// difference.
+/// Checks `store` against the contract, panicking on the first difference: the required
+/// [`Store`] methods, then every capability its accessors report ([`Store::cas`],
+/// [`Store::locks`], [`Store::leases`], [`Store::tasks`], [`Store::journal`]).
 ///
-/// Keys are prefixed with a fresh id, so the suite can run against a backend shared with other
-/// tests. Optional operations are checked when [`Store::capabilities`] declares them, and must
-/// fail with [`ErrorKind::Unsupported`] when it does not.
+/// A store that claims a capability through its accessor must pass that capability's checks;
+/// what it does not claim is not checked, since the runtime never asks for it. Keys are
+/// prefixed with a fresh id, so the suite can run against a backend shared with other tests.
 pub async fn store_conformance(store: Arc<dyn Store>) {
     let p = format!("conf-{}", uuid::Uuid::new_v4().simple());
     chats(&*store, &p).await;
     user_data(&*store, &p).await;
     checkpoints(&*store, &p).await;
-    let caps = store.capabilities();
-    if caps.atomic_checkpoints() {
-        compare_and_set(&*store, &p).await;
+    if let Some(cas) = store.cas() {
+        compare_and_set(&*store, cas, &p).await;
         racing_writers(&[Arc::clone(&store)], &format!("{p}:race"), 4, 100).await;
-    } else {
-        let e = store.set_checkpoint_if(&p, &CheckpointWrite::new("{}"), None).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Unsupported);
     }
-    if caps.fenced_locks() {
-        fenced_locks(&*store, &p).await;
-    } else {
-        let e = store.acquire_lock_fenced(&p, TTL).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    if let Some(locks) = store.locks() {
+        fenced_locks(locks, &p).await;
     }
-    if caps.leases() {
-        leases(&*store, &p).await;
-    } else {
-        let e = store.acquire_lease(&p, "a", TTL).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    if let Some(leases) = store.leases() {
+        self::leases(leases, &p).await;
     }
-    if caps.tasks() {
-        tasks(&store, &p).await;
-    } else {
-        let e = store.task_claim(&p, 1).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    if let Some(tasks) = store.tasks() {
+        self::tasks(tasks, &p).await;
     }
-    if caps.journal() {
-        inbox(&*store, &p).await;
-        outbox(&*store, &p).await;
-    } else {
-        let e = store.outbox_claim(&p, TTL).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    if let Some(journal) = store.journal() {
+        inbox(journal, &p).await;
+        outbox(journal, &p).await;
     }
+}
+
+/// The capabilities `store`'s accessors claim, by accessor name, in the order of [`Store`]'s
+/// docs: `cas`, `locks`, `leases`, `tasks`, `journal`. They are what [`store_conformance`]
+/// checks beyond the required methods, so a store crate asserts them next to the suite: a
+/// capability it stops claiming then fails its tests instead of going unchecked.
+pub fn claimed_capabilities(store: &dyn Store) -> Vec<&'static str> {
+    [
+        ("cas", store.cas().is_some()),
+        ("locks", store.locks().is_some()),
+        ("leases", store.leases().is_some()),
+        ("tasks", store.tasks().is_some()),
+        ("journal", store.journal().is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, claimed)| claimed.then_some(name))
+    .collect()
 }
 
 /// Durable task records: a claim lands only for an occurrence later than every one claimed
 /// before, and of writers racing for one occurrence exactly one gets it.
-async fn tasks(store: &Arc<dyn Store>, p: &str) {
+async fn tasks(store: &dyn TaskStore, p: &str) {
     let id = format!("{p}:task");
     assert_eq!(store.task_last(&id).await.unwrap(), None, "a new task has no claim");
     assert!(store.task_claim(&id, 5).await.unwrap(), "the first claim lands");
@@ -91,7 +93,7 @@ async fn tasks(store: &Arc<dyn Store>, p: &str) {
     let racing = format!("{p}:task-race");
     for occurrence in 1..=10 {
         let claims = (0..8).map(|_| {
-            let (store, racing) = (Arc::clone(store), racing.clone());
+            let racing = racing.clone();
             async move { store.task_claim(&racing, occurrence).await.unwrap() }
         });
         let won = futures_util::future::join_all(claims).await.into_iter().filter(|w| *w).count();
@@ -151,9 +153,22 @@ async fn checkpoints(store: &dyn Store, p: &str) {
     );
 }
 
-async fn compare_and_set(store: &dyn Store, p: &str) {
-    let key = format!("{p}:cas");
+/// Compare-and-set through `cas`, the capability `store`'s accessor returned: it works on the
+/// store's own rows.
+async fn compare_and_set(plain: &dyn Store, store: &dyn CasStore, p: &str) {
     let w = |s: &str| CheckpointWrite::new(s);
+    let shared_key = format!("{p}:cas-same-rows");
+    let plain_revision = plain.set_checkpoint(&shared_key, &w("plain")).await.unwrap();
+    assert!(
+        matches!(
+            store.set_checkpoint_if(&shared_key, &w("cas"), Some(plain_revision)).await.unwrap(),
+            CasOutcome::Written { .. }
+        ),
+        "compare-and-set sees the rows the store's plain writes wrote"
+    );
+    assert_eq!(plain.get_checkpoint(&shared_key).await.unwrap().unwrap().data, "cas");
+    plain.clear_checkpoint(&shared_key).await.unwrap();
+    let key = format!("{p}:cas");
     let CasOutcome::Written { revision: r1 } =
         store.set_checkpoint_if(&key, &w("a"), None).await.unwrap()
     else {
@@ -217,7 +232,8 @@ async fn compare_and_set(store: &dyn Store, p: &str) {
 
 /// `writers` tasks, spread in turn over `stores` (separate clients or pools of one backend),
 /// race `set_checkpoint_if` on the current revision of `key`, `rounds` times: exactly one wins
-/// each round, and the last winner's write is the one stored. `stores` must not be empty.
+/// each round, and the last winner's write is the one stored. `stores` must not be empty, and
+/// each must have compare-and-set ([`Store::cas`]).
 ///
 /// The store conformance suite runs it on one store; store crates run it across two clients.
 pub async fn racing_writers(stores: &[Arc<dyn Store>], key: &str, writers: usize, rounds: usize) {
@@ -228,14 +244,14 @@ pub async fn racing_writers(stores: &[Arc<dyn Store>], key: &str, writers: usize
             let store = Arc::clone(&stores[w % stores.len()]);
             let key = key.to_owned();
             tasks.push(tokio::spawn(async move {
-                store
-                    .set_checkpoint_if(
-                        &key,
-                        &CheckpointWrite::new(format!("{round}:{w}")),
-                        Some(expected),
-                    )
-                    .await
-                    .unwrap()
+                let cas = store.cas().expect("racing writers need compare-and-set");
+                cas.set_checkpoint_if(
+                    &key,
+                    &CheckpointWrite::new(format!("{round}:{w}")),
+                    Some(expected),
+                )
+                .await
+                .unwrap()
             }));
         }
         let mut winners = Vec::new();
@@ -251,7 +267,7 @@ pub async fn racing_writers(stores: &[Arc<dyn Store>], key: &str, writers: usize
     assert_eq!(last.revision, expected, "the last winner's write is the one stored");
 }
 
-async fn fenced_locks(store: &dyn Store, p: &str) {
+async fn fenced_locks(store: &dyn LockStore, p: &str) {
     let key = format!("{p}:lock");
     let a = store.acquire_lock_fenced(&key, TTL).await.unwrap().expect("a free lock is granted");
     assert!(store.renew_lock(&key, &a.token, HELD).await.unwrap());
@@ -285,7 +301,7 @@ async fn fenced_locks(store: &dyn Store, p: &str) {
     assert!(store.release_lock(&key, &c.token).await.unwrap());
 }
 
-async fn leases(store: &dyn Store, p: &str) {
+async fn leases(store: &dyn LeaseStore, p: &str) {
     let name = format!("{p}:lease");
     let a = store.acquire_lease(&name, "a", HELD).await.unwrap().expect("a free lease is granted");
     assert_eq!(
@@ -316,7 +332,7 @@ async fn leases(store: &dyn Store, p: &str) {
     assert!(store.release_lease(&name, "a").await.unwrap());
 }
 
-async fn inbox(store: &dyn Store, p: &str) {
+async fn inbox(store: &dyn JournalStore, p: &str) {
     let id = format!("{p}:in1");
     let id2 = format!("{p}:in2");
     let key = ChatKey::from(format!("{p}:chat"));
@@ -344,6 +360,17 @@ async fn inbox(store: &dyn Store, p: &str) {
     );
     assert_eq!(pending[0].payload, r#"{"body":"hi"}"#);
     assert_eq!(pending[0].key, key);
+    let other_id = format!("{p}:in-other");
+    let other = InboxRecord::pending(&other_id, ChatKey::from(format!("{p}:other")), "{}", "a");
+    assert_eq!(store.inbox_append(&other, retain).await.unwrap(), InboxAppend::Appended);
+    let for_chat = store.inbox_pending_for(&key, 10).await.unwrap();
+    assert_eq!(
+        for_chat.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        [id.as_str(), id2.as_str()],
+        "a chat's pending records, oldest first, and no other chat's"
+    );
+    assert_eq!(store.inbox_pending_for(&key, 1).await.unwrap().len(), 1, "at most `limit`");
+    store.inbox_ack(&other_id).await.unwrap();
     let got = store.inbox_get(&id).await.unwrap().expect("a journaled record can be read");
     assert_eq!((got.payload.as_str(), got.state), (r#"{"body":"hi"}"#, InboxState::Pending));
     assert_eq!(store.inbox_get(&format!("{p}:nothing")).await.unwrap(), None);
@@ -388,7 +415,7 @@ async fn inbox(store: &dyn Store, p: &str) {
     store.inbox_ack(&id2).await.unwrap();
 }
 
-async fn outbox(store: &dyn Store, p: &str) {
+async fn outbox(store: &dyn JournalStore, p: &str) {
     let held = format!("{p}:out-held");
     assert!(store.outbox_claim(&held, HELD).await.unwrap(), "the first send is claimed");
     assert!(!store.outbox_claim(&held, HELD).await.unwrap(), "the same send is claimed once");

@@ -129,6 +129,10 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
         self.inner.lease()
     }
 
+    fn subscribed(&self) -> bool {
+        self.inner.subscribed()
+    }
+
     async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
         self.alive()?;
         let ticket = self.inner.take_ticket(key).await?;

@@ -6,14 +6,21 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use botmesh_traits::{
-    CasOutcome, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, LeaseGrant, Result, Store, StoreCapabilities, async_trait,
+    CasOutcome, CasStore, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite, Error,
+    FencedLock, InboxAppend, InboxRecord, JournalStore, LeaseGrant, LeaseStore, LockStore, Result,
+    Store, TaskStore, async_trait,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The wrapped store's capability for operation `op`. Only a caller that skipped the accessor
+/// finds it missing, and gets what a store without it answers.
+fn capability<'a, C: ?Sized>(found: Option<&'a C>, op: &'static str) -> Result<&'a C> {
+    found.ok_or(Error::Unsupported { op })
 }
 
 /// Wraps any [`Store`] so a test can disturb its checkpoint writes the way a network does.
@@ -33,7 +40,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///   message arriving) fail the same way.
 ///
 /// Every other method goes straight to the wrapped store. [`landed`](Self::landed) lists when
-/// each checkpoint write (and clear) reached the wrapped store.
+/// each checkpoint write (and clear) reached the wrapped store. It has exactly the wrapped
+/// store's capabilities: an accessor such as [`Store::journal`] answers `Some` only when the
+/// wrapped store's does.
 pub struct FaultyStore {
     inner: Arc<dyn Store>,
     delay: Mutex<Option<Duration>>,
@@ -147,8 +156,28 @@ impl FaultyStore {
 
 #[async_trait]
 impl Store for FaultyStore {
-    fn capabilities(&self) -> StoreCapabilities {
-        self.inner.capabilities()
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
+
+    fn cas(&self) -> Option<&dyn CasStore> {
+        self.inner.cas().map(|_| self as &dyn CasStore)
+    }
+
+    fn locks(&self) -> Option<&dyn LockStore> {
+        self.inner.locks().map(|_| self as &dyn LockStore)
+    }
+
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        self.inner.leases().map(|_| self as &dyn LeaseStore)
+    }
+
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        self.inner.tasks().map(|_| self as &dyn TaskStore)
+    }
+
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        self.inner.journal().map(|_| self as &dyn JournalStore)
     }
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
@@ -180,7 +209,10 @@ impl Store for FaultyStore {
         let (inner, key) = (Arc::clone(&self.inner), key.to_owned());
         self.write("clear_checkpoint", async move { inner.clear_checkpoint(&key).await }).await
     }
+}
 
+#[async_trait]
+impl CasStore for FaultyStore {
     async fn set_checkpoint_if(
         &self,
         key: &str,
@@ -189,57 +221,80 @@ impl Store for FaultyStore {
     ) -> Result<CasOutcome> {
         let (inner, key, write) = (Arc::clone(&self.inner), key.to_owned(), write.clone());
         self.write("set_checkpoint_if", async move {
-            inner.set_checkpoint_if(&key, &write, expected).await
+            capability(inner.cas(), "set_checkpoint_if")?
+                .set_checkpoint_if(&key, &write, expected)
+                .await
         })
         .await
     }
 
     async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool> {
         let (inner, key) = (Arc::clone(&self.inner), key.to_owned());
-        self.write(
-            "clear_checkpoint_if",
-            async move { inner.clear_checkpoint_if(&key, expected).await },
-        )
+        self.write("clear_checkpoint_if", async move {
+            capability(inner.cas(), "clear_checkpoint_if")?
+                .clear_checkpoint_if(&key, expected)
+                .await
+        })
         .await
     }
+}
 
+#[async_trait]
+impl LockStore for FaultyStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
-        self.inner.acquire_lock_fenced(key, ttl).await
+        capability(self.inner.locks(), "acquire_lock_fenced")?.acquire_lock_fenced(key, ttl).await
     }
 
     async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
         if Self::take(&self.refuse_renewals) {
             return Ok(false);
         }
-        self.inner.renew_lock(key, token, ttl).await
+        capability(self.inner.locks(), "renew_lock")?.renew_lock(key, token, ttl).await
     }
 
     async fn release_lock(&self, key: &str, token: &str) -> Result<bool> {
-        self.inner.release_lock(key, token).await
+        capability(self.inner.locks(), "release_lock")?.release_lock(key, token).await
     }
+}
 
+#[async_trait]
+impl LeaseStore for FaultyStore {
     async fn acquire_lease(
         &self,
         name: &str,
         holder: &str,
         ttl: Duration,
     ) -> Result<Option<LeaseGrant>> {
-        self.inner.acquire_lease(name, holder, ttl).await
+        capability(self.inner.leases(), "acquire_lease")?.acquire_lease(name, holder, ttl).await
     }
 
     async fn renew_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool> {
-        self.inner.renew_lease(name, holder, ttl).await
+        capability(self.inner.leases(), "renew_lease")?.renew_lease(name, holder, ttl).await
     }
 
     async fn release_lease(&self, name: &str, holder: &str) -> Result<bool> {
-        self.inner.release_lease(name, holder).await
+        capability(self.inner.leases(), "release_lease")?.release_lease(name, holder).await
+    }
+}
+
+#[async_trait]
+impl TaskStore for FaultyStore {
+    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
+        capability(self.inner.tasks(), "task_last")?.task_last(id).await
     }
 
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
+        capability(self.inner.tasks(), "task_claim")?.task_claim(id, occurrence).await
+    }
+}
+
+#[async_trait]
+impl JournalStore for FaultyStore {
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         if Self::take(&self.fail_appends) {
             return Err(Error::store("inbox_append", "the test failed this journal append"));
         }
-        self.inner.inbox_append(record, retain).await
+        capability(self.inner.journal(), "inbox_append")?.inbox_append(record, retain).await
     }
 
     async fn inbox_ack(&self, id: &str) -> Result<()> {
@@ -247,38 +302,30 @@ impl Store for FaultyStore {
         if Self::take(&self.fail_acks) {
             return Err(Error::store("inbox_ack", "the test failed this acknowledgement"));
         }
-        self.inner.inbox_ack(id).await
+        capability(self.inner.journal(), "inbox_ack")?.inbox_ack(id).await
     }
 
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
-        self.inner.inbox_get(id).await
+        capability(self.inner.journal(), "inbox_get")?.inbox_get(id).await
     }
 
     async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
-        self.inner.inbox_pending(limit).await
+        capability(self.inner.journal(), "inbox_pending")?.inbox_pending(limit).await
     }
 
     async fn inbox_pending_for(&self, key: &ChatKey, limit: usize) -> Result<Vec<InboxRecord>> {
-        self.inner.inbox_pending_for(key, limit).await
+        capability(self.inner.journal(), "inbox_pending_for")?.inbox_pending_for(key, limit).await
     }
 
     async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
-        self.inner.inbox_claim(id, from, to).await
-    }
-
-    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
-        self.inner.task_last(id).await
-    }
-
-    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
-        self.inner.task_claim(id, occurrence).await
+        capability(self.inner.journal(), "inbox_claim")?.inbox_claim(id, from, to).await
     }
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        self.inner.outbox_claim(key, ttl).await
+        capability(self.inner.journal(), "outbox_claim")?.outbox_claim(key, ttl).await
     }
 
     async fn outbox_release(&self, key: &str) -> Result<()> {
-        self.inner.outbox_release(key).await
+        capability(self.inner.journal(), "outbox_release")?.outbox_release(key).await
     }
 }

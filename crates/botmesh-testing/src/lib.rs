@@ -10,8 +10,9 @@
 //!   hub coordinate like replicas sharing Redis; [`MemoryCoordinator::crash`] and
 //!   [`MemoryCoordinator::set_stalled`] simulate a replica dying or failing to renew its lease.
 //! - [`store_conformance`]: the behaviour every [`Store`](botmesh_traits::Store) must have,
-//!   as one function each store crate calls from its own tests against a real backend, and
-//!   [`racing_writers`], compare-and-set writers racing across several clients.
+//!   as one function each store crate calls from its own tests against a real backend, for
+//!   the required methods and every capability the store claims ([`claimed_capabilities`]),
+//!   and [`racing_writers`], compare-and-set writers racing across several clients.
 //! - [`coordinator_conformance`]: the same for every
 //!   [`Coordinator`](botmesh_traits::Coordinator), driven through a [`CoordinatorHarness`] that
 //!   starts replicas on one shared backend.
@@ -77,11 +78,14 @@
 //! # Ok(()) }
 //! ```
 
-/// The provider guide (`docs/guide/providers.md`), whose example is compiled and run as a
-/// doc test.
-#[cfg(all(doctest, feature = "webhook"))]
-#[doc = include_str!("../../../docs/guide/providers.md")]
-pub struct ProvidersGuide;
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+// The provider guide; its example is a `WebhookTestProvider` run against the conformance suite.
+#[cfg(feature = "webhook")]
+#[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
+pub mod guide {
+    #![doc = include_str!("../guide.md")]
+}
 
 #[cfg(feature = "browser")]
 pub mod browser;
@@ -112,7 +116,7 @@ pub mod whatsapp_web;
 
 #[cfg(feature = "browser")]
 pub use browser::Browser;
-pub use conformance::{racing_writers, store_conformance};
+pub use conformance::{claimed_capabilities, racing_writers, store_conformance};
 pub use coordinator_conformance::{CoordinatorHarness, coordinator_conformance};
 #[cfg(feature = "discord")]
 pub use discord::DiscordServer;

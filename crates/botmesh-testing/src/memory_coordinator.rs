@@ -640,6 +640,7 @@ impl HubState {
 /// id. [`crash`](Self::crash) and [`set_stalled`](Self::set_stalled) simulate the two ways a
 /// replica stops renewing its lease.
 #[derive(Debug)]
+#[must_use = "a coordinator does nothing until given to `CoordinationConfig::new`"]
 pub struct MemoryCoordinator {
     hub: MemoryCoordinationHub,
     me: Me,

@@ -174,6 +174,51 @@ impl TestProvider {
         bot.wait_idle().await;
     }
 
+    /// Waits until several replicas, each with its own provider, have taken and handled
+    /// everything injected into any of them.
+    ///
+    /// A message one replica takes may wait for its chat's turn on another, so settling each
+    /// once is not enough: this settles them in turn until a pass finds all of them idle.
+    ///
+    /// ```
+    /// # use botmesh_core::Bot;
+    /// # use botmesh_testing::TestProvider;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (pa, pb) = (TestProvider::new(), TestProvider::new());
+    /// let echo = |p: &TestProvider| {
+    ///     Bot::builder()
+    ///         .provider(p.clone())
+    ///         .on_message(|ctx| async move {
+    ///             ctx.reply(ctx.body()).await?;
+    ///             Ok::<_, botmesh_core::BotError>(())
+    ///         })
+    ///         .build()
+    /// };
+    /// let (a, b) = (echo(&pa)?, echo(&pb)?);
+    /// a.start().await?;
+    /// b.start().await?;
+    /// pa.say("c1", "to a");
+    /// pb.say("c2", "to b");
+    /// TestProvider::settled_all([(&pa, &a), (&pb, &b)]).await;
+    /// assert_eq!(pa.texts_to("c1"), ["to a"]);
+    /// assert_eq!(pb.texts_to("c2"), ["to b"]);
+    /// # Ok(()) }
+    /// ```
+    pub async fn settled_all<'a>(replicas: impl IntoIterator<Item = (&'a Self, &'a Bot)>) {
+        let replicas: Vec<_> = replicas.into_iter().collect();
+        loop {
+            for (provider, bot) in &replicas {
+                provider.settled(bot).await;
+            }
+            let quiet =
+                |(p, b): &(&Self, &Bot)| p.inner.queued.load(Ordering::SeqCst) == 0 && b.is_idle();
+            if replicas.iter().all(quiet) {
+                return;
+            }
+        }
+    }
+
     /// A user of `chat` says `text`; returns the message id it was given.
     pub fn say(&self, chat: &str, text: &str) -> MessageId {
         let id = self.fresh_id();

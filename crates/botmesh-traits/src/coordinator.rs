@@ -157,6 +157,14 @@ pub trait Coordinator: Send + Sync + 'static {
         DEFAULT_LEASE
     }
 
+    /// Whether turn wake-ups reach this coordinator as they happen. A backend that pushes
+    /// them over a subscription says `false` until it is subscribed and while the
+    /// subscription is down (its waiters poll meanwhile); a replica is not ready until it is.
+    /// The default, for a backend that needs no subscription, is `true`.
+    fn subscribed(&self) -> bool {
+        true
+    }
+
     /// Takes a ticket in `key`'s queue, with the turn when it is free.
     async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket>;
 
@@ -231,5 +239,75 @@ pub trait Coordinator: Send + Sync + 'static {
     async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
         let _ = leaderships;
         Err(crate::Error::Unsupported { op: "cluster" })
+    }
+}
+
+/// A shared coordinator is a coordinator: keep an `Arc` of yours (to crash or stall a test
+/// coordinator, say) and hand a clone of it to the runtime. Every method is forwarded,
+/// defaults included, so an implementation's overrides are the ones called.
+#[async_trait]
+impl<C: Coordinator + ?Sized> Coordinator for std::sync::Arc<C> {
+    fn replica_id(&self) -> &str {
+        (**self).replica_id()
+    }
+
+    fn incarnation(&self) -> &str {
+        (**self).incarnation()
+    }
+
+    fn lease(&self) -> Duration {
+        (**self).lease()
+    }
+
+    fn subscribed(&self) -> bool {
+        (**self).subscribed()
+    }
+
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
+        (**self).take_ticket(key).await
+    }
+
+    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
+        (**self).take_tickets(key, count).await
+    }
+
+    async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
+        (**self).wait_turn(ticket, timeout).await
+    }
+
+    async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
+        (**self).release_turn(grant).await
+    }
+
+    async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+        (**self).release_turn_with(grant, options).await
+    }
+
+    async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
+        (**self).cancel_ticket(ticket).await
+    }
+
+    async fn is_alive(&self, incarnation: &str) -> Result<bool> {
+        (**self).is_alive(incarnation).await
+    }
+
+    async fn heartbeat(&self, lease: Duration) -> Result<()> {
+        (**self).heartbeat(lease).await
+    }
+
+    async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
+        (**self).try_lead(name, lease).await
+    }
+
+    async fn resign(&self, leadership: &Leadership) -> Result<bool> {
+        (**self).resign(leadership).await
+    }
+
+    async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
+        (**self).publish_status(status, keep).await
+    }
+
+    async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
+        (**self).cluster(leaderships).await
     }
 }

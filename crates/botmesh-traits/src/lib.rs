@@ -1,4 +1,3 @@
-#![cfg_attr(docsrs, feature(doc_cfg))]
 //! The shared contract of botmesh.
 //!
 //! This crate holds the traits that providers ([`Provider`]), stores ([`Store`]) and
@@ -29,15 +28,28 @@
 //! - `webhook` (off by default): the `webhook` module, what every webhook provider shares to
 //!   serve HTTP with axum and tokio; the only part of the crate that brings a runtime.
 //!
-//! # Example: a store that declares what it can do
+//! # Stores: a small required trait, optional capabilities
+//!
+//! [`Store`] holds what a single-process bot needs: chats, user data and checkpoints. What
+//! replicas need comes in capability traits a store opts into ([`CasStore`], [`LockStore`],
+//! [`LeaseStore`], [`TaskStore`], [`JournalStore`]), each found through an accessor of
+//! [`Store`] that defaults to `None`; the [`Store`] docs show a store opting in.
+//!
+//! # Example: what a store can do
 //!
 //! ```
-//! use botmesh_traits::StoreCapabilities;
+//! use botmesh_traits::Store;
 //!
-//! let caps = StoreCapabilities::local().with_atomic_checkpoints(true);
-//! assert!(caps.atomic_checkpoints());
-//! assert!(!caps.shared());
+//! // The runtime asks the accessors before it relies on a capability.
+//! fn describe(store: &dyn Store) -> String {
+//!     let journal = if store.journal().is_some() { "a journal" } else { "no journal" };
+//!     let cas = if store.cas().is_some() { "compare-and-set" } else { "plain writes" };
+//!     format!("{journal}, {cas}, shared: {}", store.shared())
+//! }
+//! # let _ = describe;
 //! ```
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use async_trait::async_trait;
 pub use bytes::Bytes;
@@ -65,6 +77,6 @@ pub use provider::{
     TransportStatus,
 };
 pub use store::{
-    CasOutcome, ChatRecord, CheckpointRecord, CheckpointWrite, FencedLock, InboxAppend,
-    InboxRecord, InboxState, LeaseGrant, Store, StoreCapabilities,
+    CasOutcome, CasStore, ChatRecord, CheckpointRecord, CheckpointWrite, FencedLock, InboxAppend,
+    InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore, LockStore, Store, TaskStore,
 };

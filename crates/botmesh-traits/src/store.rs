@@ -1,122 +1,13 @@
-//! The state side: chats, user data, flow checkpoints, locks, leases, the inbox journal and
-//! the outbox.
+//! The state side: chats, user data and flow checkpoints ([`Store`]), and the optional
+//! capabilities replicas need: compare-and-set, locks, leases, task records, the inbox journal
+//! and the outbox.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{ChatId, ChatKey, Error, Result};
-
-/// What a store can do beyond the required methods.
-///
-/// The runtime reads this at start instead of guessing: a store without atomic checkpoint
-/// writes makes a coordinated bot warn and fall back to its local fence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StoreCapabilities {
-    atomic_checkpoints: bool,
-    fenced_locks: bool,
-    leases: bool,
-    journal: bool,
-    tasks: bool,
-    shared: bool,
-}
-
-impl StoreCapabilities {
-    /// A store local to one process with none of the optional operations.
-    pub const fn local() -> Self {
-        Self {
-            atomic_checkpoints: false,
-            fenced_locks: false,
-            leases: false,
-            journal: false,
-            tasks: false,
-            shared: false,
-        }
-    }
-
-    /// Every optional operation, in a store that the replicas of a bot share.
-    pub const fn full_shared() -> Self {
-        Self {
-            atomic_checkpoints: true,
-            fenced_locks: true,
-            leases: true,
-            journal: true,
-            tasks: true,
-            shared: true,
-        }
-    }
-
-    /// Declares [`Store::set_checkpoint_if`] and [`Store::clear_checkpoint_if`].
-    pub const fn with_atomic_checkpoints(mut self, yes: bool) -> Self {
-        self.atomic_checkpoints = yes;
-        self
-    }
-
-    /// Declares [`Store::acquire_lock_fenced`], [`Store::renew_lock`] and
-    /// [`Store::release_lock`].
-    pub const fn with_fenced_locks(mut self, yes: bool) -> Self {
-        self.fenced_locks = yes;
-        self
-    }
-
-    /// Declares [`Store::acquire_lease`], [`Store::renew_lease`] and [`Store::release_lease`].
-    pub const fn with_leases(mut self, yes: bool) -> Self {
-        self.leases = yes;
-        self
-    }
-
-    /// Declares durable task records ([`Store::task_last`], [`Store::task_claim`]). Without
-    /// them, the scheduler keeps a task's record in a checkpoint row of its own name.
-    pub const fn with_tasks(mut self, yes: bool) -> Self {
-        self.tasks = yes;
-        self
-    }
-
-    /// Declares the inbox journal and the outbox.
-    pub const fn with_journal(mut self, yes: bool) -> Self {
-        self.journal = yes;
-        self
-    }
-
-    /// Declares that several processes see the same data (Redis, Postgres), as opposed to
-    /// one process's memory or file.
-    pub const fn with_shared(mut self, yes: bool) -> Self {
-        self.shared = yes;
-        self
-    }
-
-    /// Whether checkpoint compare-and-set is one atomic operation.
-    pub const fn atomic_checkpoints(&self) -> bool {
-        self.atomic_checkpoints
-    }
-
-    /// Whether fenced locks are implemented.
-    pub const fn fenced_locks(&self) -> bool {
-        self.fenced_locks
-    }
-
-    /// Whether leases are implemented.
-    pub const fn leases(&self) -> bool {
-        self.leases
-    }
-
-    /// Whether durable task records are implemented.
-    pub const fn tasks(&self) -> bool {
-        self.tasks
-    }
-
-    /// Whether the inbox journal and the outbox are implemented.
-    pub const fn journal(&self) -> bool {
-        self.journal
-    }
-
-    /// Whether several processes share the data.
-    pub const fn shared(&self) -> bool {
-        self.shared
-    }
-}
+use crate::{ChatId, ChatKey, Result};
 
 /// What the store knows about a chat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,11 +97,11 @@ pub enum CasOutcome {
     },
 }
 
-/// A lock acquired with [`Store::acquire_lock_fenced`].
+/// A lock acquired with [`LockStore::acquire_lock_fenced`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FencedLock {
-    /// Proves ownership to [`Store::renew_lock`] and [`Store::release_lock`].
+    /// Proves ownership to [`LockStore::renew_lock`] and [`LockStore::release_lock`].
     pub token: String,
     /// Grows with every acquisition of the key. A resource that remembers the highest fence it
     /// saw can refuse a write from a holder that stalled past its lock.
@@ -224,7 +115,7 @@ impl FencedLock {
     }
 }
 
-/// A lease granted by [`Store::acquire_lease`].
+/// A lease granted by [`LeaseStore::acquire_lease`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LeaseGrant {
@@ -290,7 +181,7 @@ impl InboxRecord {
     }
 }
 
-/// The result of [`Store::inbox_append`].
+/// The result of [`JournalStore::inbox_append`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InboxAppend {
@@ -303,24 +194,166 @@ pub enum InboxAppend {
     },
 }
 
-fn unsupported<T>(op: &'static str) -> Result<T> {
-    Err(Error::Unsupported { op })
-}
-
 /// Where a bot keeps its state.
 ///
 /// The required methods cover what a single-process bot needs: chats, per-user data and flow
-/// checkpoints. Everything replicas need (compare-and-set, fenced locks, leases, the inbox
-/// journal, the outbox) has a default body returning [`Error::Unsupported`]; a store that
-/// implements them says so in [`Store::capabilities`].
+/// checkpoints. What replicas need comes in optional capability traits a store opts into:
+///
+/// - [`CasStore`] ([`Store::cas`]): atomic compare-and-set of checkpoints, for checkpoint
+///   writes under coordination.
+/// - [`LockStore`] ([`Store::locks`]): fenced locks, for exclusive resources (a WhatsApp Web
+///   session).
+/// - [`LeaseStore`] ([`Store::leases`]): named leases, for who runs a durable task without
+///   coordination.
+/// - [`TaskStore`] ([`Store::tasks`]): durable task records, one atomic claim per occurrence.
+/// - [`JournalStore`] ([`Store::journal`]): the inbox journal and the outbox, for durability.
+///
+/// A store opts into a capability by implementing its trait and returning `Some(self)` from
+/// the accessor; the runtime asks the accessor before it relies on the capability. A store
+/// cannot claim a capability it does not implement (`Some(self)` does not compile without the
+/// trait), but a trait implemented without its accessor goes unused: every accessor defaults
+/// to `None`.
+/// [`Store::shared`] says whether other processes see the same data.
 ///
 /// Keys are opaque strings built by the runtime. Times to live are honoured by the store; an
 /// expired entry behaves exactly as a missing one.
+///
+/// # Example: a store with compare-and-set checkpoints
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::Mutex;
+///
+/// use botmesh_traits::{
+///     CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Result,
+///     Store, async_trait,
+/// };
+///
+/// #[derive(Default)]
+/// struct MyStore {
+///     chats: Mutex<HashMap<ChatId, ChatRecord>>,
+///     users: Mutex<HashMap<String, String>>,
+///     // Checkpoint rows by key, and the last revision handed out.
+///     rows: Mutex<(HashMap<String, CheckpointRecord>, u64)>,
+/// }
+///
+/// #[async_trait]
+/// impl Store for MyStore {
+///     // Opting in: the runtime finds the capability here.
+///     fn cas(&self) -> Option<&dyn CasStore> {
+///         Some(self)
+///     }
+///
+///     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
+///         let mut chats = self.chats.lock().unwrap();
+///         let first_seen_ms = chats.get(&chat.id).map_or(chat.first_seen_ms, |c| c.first_seen_ms);
+///         let mut chat = chat.clone();
+///         chat.first_seen_ms = first_seen_ms;
+///         chats.insert(chat.id.clone(), chat);
+///         Ok(())
+///     }
+///
+///     async fn get_chat(&self, id: &ChatId) -> Result<Option<ChatRecord>> {
+///         Ok(self.chats.lock().unwrap().get(id).cloned())
+///     }
+///
+///     async fn get_user_data(&self, key: &str) -> Result<Option<String>> {
+///         Ok(self.users.lock().unwrap().get(key).cloned())
+///     }
+///
+///     async fn set_user_data(&self, key: &str, data: &str) -> Result<()> {
+///         self.users.lock().unwrap().insert(key.to_owned(), data.to_owned());
+///         Ok(())
+///     }
+///
+///     async fn get_checkpoint(&self, key: &str) -> Result<Option<CheckpointRecord>> {
+///         Ok(self.rows.lock().unwrap().0.get(key).cloned())
+///     }
+///
+///     async fn set_checkpoint(&self, key: &str, write: &CheckpointWrite) -> Result<u64> {
+///         // (A real store honours `write.ttl`; this one keeps rows forever.)
+///         let (rows, last) = &mut *self.rows.lock().unwrap();
+///         *last += 1;
+///         rows.insert(key.to_owned(), CheckpointRecord::new(write.data.clone(), *last));
+///         Ok(*last)
+///     }
+///
+///     async fn clear_checkpoint(&self, key: &str) -> Result<()> {
+///         self.rows.lock().unwrap().0.remove(key);
+///         Ok(())
+///     }
+/// }
+///
+/// #[async_trait]
+/// impl CasStore for MyStore {
+///     async fn set_checkpoint_if(
+///         &self,
+///         key: &str,
+///         write: &CheckpointWrite,
+///         expected: Option<u64>,
+///     ) -> Result<CasOutcome> {
+///         // One lock around the read and the write makes them one atomic operation.
+///         let (rows, last) = &mut *self.rows.lock().unwrap();
+///         let current = rows.get(key).map(|r| r.revision);
+///         if current != expected {
+///             return Ok(CasOutcome::Conflict { current });
+///         }
+///         *last += 1;
+///         rows.insert(key.to_owned(), CheckpointRecord::new(write.data.clone(), *last));
+///         Ok(CasOutcome::Written { revision: *last })
+///     }
+///
+///     async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool> {
+///         let (rows, _) = &mut *self.rows.lock().unwrap();
+///         if rows.get(key).is_some_and(|r| r.revision == expected) {
+///             rows.remove(key);
+///             return Ok(true);
+///         }
+///         Ok(false)
+///     }
+/// }
+///
+/// let store = MyStore::default();
+/// assert!(store.cas().is_some());
+/// assert!(store.journal().is_none() && !store.shared());
+/// ```
+///
+/// A store that wraps another one (to time or fault its calls) implements every capability
+/// trait by forwarding, and returns `Some(self)` from an accessor only when the inner store
+/// has the capability.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// What the store implements beyond the required methods.
-    fn capabilities(&self) -> StoreCapabilities {
-        StoreCapabilities::local()
+    /// Whether several processes see the same data (Redis, Postgres), as opposed to one
+    /// process's memory or file. The default is `false`.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Atomic compare-and-set of checkpoints, if the store has it. Without it, a coordinated
+    /// bot warns at start and falls back to its local fence.
+    fn cas(&self) -> Option<&dyn CasStore> {
+        None
+    }
+
+    /// Fenced locks, if the store has them.
+    fn locks(&self) -> Option<&dyn LockStore> {
+        None
+    }
+
+    /// Leases, if the store has them.
+    fn leases(&self) -> Option<&dyn LeaseStore> {
+        None
+    }
+
+    /// Durable task records, if the store has them. Without them, the scheduler keeps a task's
+    /// record in a checkpoint row of its own name.
+    fn tasks(&self) -> Option<&dyn TaskStore> {
+        None
+    }
+
+    /// The inbox journal and the outbox, if the store has them. Durability needs them.
+    fn journal(&self) -> Option<&dyn JournalStore> {
+        None
     }
 
     /// Inserts a chat or updates its `last_seen_ms` and `lang`, keeping `first_seen_ms`.
@@ -343,7 +376,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes a checkpoint unconditionally.
     async fn clear_checkpoint(&self, key: &str) -> Result<()>;
+}
 
+/// Atomic compare-and-set of checkpoints, found through [`Store::cas`].
+///
+/// Under coordination, every checkpoint write of a turn is a compare-and-set over the revision
+/// the writer last saw, so a replica that stalled past its turn cannot overwrite a newer row.
+#[async_trait]
+pub trait CasStore: Store {
     /// Writes a checkpoint only if the stored revision is `expected` (`None`: only if there is
     /// no checkpoint), as one atomic operation.
     async fn set_checkpoint_if(
@@ -351,36 +391,29 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         write: &CheckpointWrite,
         expected: Option<u64>,
-    ) -> Result<CasOutcome> {
-        let _ = (key, write, expected);
-        unsupported("set_checkpoint_if")
-    }
+    ) -> Result<CasOutcome>;
 
     /// Deletes a checkpoint only if its revision is `expected`, as one atomic operation.
     /// Returns whether it deleted it; a newer row is left in place.
-    async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool> {
-        let _ = (key, expected);
-        unsupported("clear_checkpoint_if")
-    }
+    async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool>;
+}
 
+/// Fenced locks, found through [`Store::locks`].
+#[async_trait]
+pub trait LockStore: Store {
     /// Takes the lock `key` for `ttl` if nobody holds it.
-    async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
-        let _ = (key, ttl);
-        unsupported("acquire_lock_fenced")
-    }
+    async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>>;
 
     /// Extends a held lock to `ttl` from now. Returns `false` when `token` no longer holds it.
-    async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
-        let _ = (key, token, ttl);
-        unsupported("renew_lock")
-    }
+    async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool>;
 
     /// Releases a held lock. Returns `false` when `token` no longer held it.
-    async fn release_lock(&self, key: &str, token: &str) -> Result<bool> {
-        let _ = (key, token);
-        unsupported("release_lock")
-    }
+    async fn release_lock(&self, key: &str, token: &str) -> Result<bool>;
+}
 
+/// Named leases, found through [`Store::leases`].
+#[async_trait]
+pub trait LeaseStore: Store {
     /// Takes the lease `name` for `holder` if it is free or already `holder`'s (which renews
     /// it). The fence grows when the holder changes.
     async fn acquire_lease(
@@ -388,69 +421,50 @@ pub trait Store: Send + Sync + 'static {
         name: &str,
         holder: &str,
         ttl: Duration,
-    ) -> Result<Option<LeaseGrant>> {
-        let _ = (name, holder, ttl);
-        unsupported("acquire_lease")
-    }
+    ) -> Result<Option<LeaseGrant>>;
 
     /// Extends `holder`'s lease. Returns `false` when it no longer holds it.
-    async fn renew_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool> {
-        let _ = (name, holder, ttl);
-        unsupported("renew_lease")
-    }
+    async fn renew_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool>;
 
     /// Gives up `holder`'s lease. Returns `false` when it no longer held it.
-    async fn release_lease(&self, name: &str, holder: &str) -> Result<bool> {
-        let _ = (name, holder);
-        unsupported("release_lease")
-    }
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<bool>;
+}
 
+/// Durable task records, found through [`Store::tasks`].
+#[async_trait]
+pub trait TaskStore: Store {
     /// The last occurrence of durable task `id` claimed so far, if any. Task records are
     /// kept apart from checkpoints: no chat key can name one.
-    async fn task_last(&self, id: &str) -> Result<Option<u64>> {
-        let _ = id;
-        unsupported("task_last")
-    }
+    async fn task_last(&self, id: &str) -> Result<Option<u64>>;
 
     /// Claims occurrence `occurrence` of durable task `id`, as one atomic operation: `true`
     /// when it is later than every occurrence claimed before (it is the last one now),
     /// `false` when it or a later one was claimed already. Of several replicas claiming the
     /// same occurrence, exactly one gets `true`.
-    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
-        let _ = (id, occurrence);
-        unsupported("task_claim")
-    }
+    async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool>;
+}
 
+/// The inbox journal and the outbox, found through [`Store::journal`].
+#[async_trait]
+pub trait JournalStore: Store {
     /// Journals an inbound message unless its id is already there. `retain` bounds how long
     /// the id is remembered for dedupe after it is acknowledged.
-    async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
-        let _ = (record, retain);
-        unsupported("inbox_append")
-    }
+    async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend>;
 
     /// Marks a journaled message as handled.
-    async fn inbox_ack(&self, id: &str) -> Result<()> {
-        let _ = id;
-        unsupported("inbox_ack")
-    }
+    async fn inbox_ack(&self, id: &str) -> Result<()>;
 
     /// Reads a journaled message, pending or acknowledged, while the journal remembers it.
-    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
-        let _ = id;
-        unsupported("inbox_get")
-    }
+    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>>;
 
     /// Lists pending messages, oldest first, at most `limit`.
-    async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
-        let _ = limit;
-        unsupported("inbox_pending")
-    }
+    async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>>;
 
     /// The pending records of chat `key`, oldest first, at most `limit`: what a new holder of
     /// the chat's turn takes over from the incarnations its grant passed over.
     ///
-    /// The default reads [`inbox_pending`](Store::inbox_pending) (at most 1,000 records) and
-    /// keeps the chat's; a store with a per-chat index answers it directly.
+    /// The default reads [`inbox_pending`](JournalStore::inbox_pending) (at most 1,000
+    /// records) and keeps the chat's; a store with a per-chat index answers it directly.
     async fn inbox_pending_for(&self, key: &ChatKey, limit: usize) -> Result<Vec<InboxRecord>> {
         const SCAN: usize = 1000;
         let mut records = self.inbox_pending(SCAN.max(limit)).await?;
@@ -460,22 +474,13 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// Moves a pending message from `from` to `to`, if `from` still owns it.
-    async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
-        let _ = (id, from, to);
-        unsupported("inbox_claim")
-    }
+    async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool>;
 
     /// Records that the send `key` happened; returns `false` if it was already recorded within
     /// `ttl`, so a step that runs again does not send twice.
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        let _ = (key, ttl);
-        unsupported("outbox_claim")
-    }
+    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool>;
 
     /// Forgets the send `key`: it was claimed, but the provider did not take it, so the next
     /// run of the same step must make it. Forgetting a key that is not there is not an error.
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        let _ = key;
-        unsupported("outbox_release")
-    }
+    async fn outbox_release(&self, key: &str) -> Result<()>;
 }

@@ -59,9 +59,23 @@
 //!   (default features off; its WebSocket and HTTP clients use rustls), with the session in
 //!   SQLite in the session directory or in the bot's store ([`rust::StoreBackend`]), and
 //!   [`WhatsAppWebProvider::new`] and [`WhatsAppWebProvider::in_store`].
+//! - `serde`: `WhatsAppWebSettings`, the provider as a configuration file describes it, and
+//!   [`Session`] from configuration files, with durations as text (`session_lock_ttl = "15s"`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "serde")]
+mod config;
 mod error;
 mod events;
+
+pub mod guide {
+    // These link definitions come first, so they win over the guide's own (written for readers
+    // of the file on GitHub).
+    #![doc = "[replicas]: https://docs.rs/botmesh-coord/latest/botmesh_coord/guide/index.html"]
+    #![doc = include_str!("../guide.md")]
+}
+
 mod ids;
 mod inbound;
 mod outbound;
@@ -74,6 +88,9 @@ mod session;
 mod state;
 mod store_lock;
 
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use config::WhatsAppWebSettings;
 pub use error::{Error, Result};
 pub use events::{WhatsAppEvent, draw_qr};
 pub use provider::WhatsAppWebProvider;

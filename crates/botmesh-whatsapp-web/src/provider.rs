@@ -38,7 +38,7 @@ const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(15);
 /// Clones share one session.
 #[derive(Clone)]
 pub struct WhatsAppWebProvider {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for WhatsAppWebProvider {

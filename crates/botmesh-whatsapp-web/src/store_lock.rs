@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh_traits::{Error as StoreError, FencedLock, Store};
+use botmesh_traits::{Error as StoreError, FencedLock, LockStore, Store};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -29,6 +29,11 @@ use crate::seam::SessionGuard;
 
 /// How often a held lock is tried again while waiting for it to run out.
 const RETRY: Duration = Duration::from_millis(250);
+
+/// The store's fenced locks; [`StoreError::Unsupported`] in a store without them.
+fn locks(store: &dyn Store) -> Result<&dyn LockStore, StoreError> {
+    store.locks().ok_or(StoreError::Unsupported { op: "fenced locks" })
+}
 
 /// The lock's key for the session under `prefix`.
 pub(crate) fn lock_key(prefix: &str) -> String {
@@ -54,11 +59,12 @@ impl StoreLock {
         lost: impl Fn() + Send + Sync + 'static,
     ) -> Result<Self> {
         let store = store.ok_or(Error::NoStore)?;
+        let locks = locks(&**store).map_err(|_| Error::NoStore)?;
         let key = lock_key(prefix);
         let until = Instant::now() + ttl;
         let (lock, sent) = loop {
             let sent = Instant::now();
-            match store.acquire_lock_fenced(&key, ttl).await {
+            match locks.acquire_lock_fenced(&key, ttl).await {
                 Ok(Some(lock)) => break (lock, sent),
                 Ok(None) if Instant::now() < until => {
                     tokio::time::sleep(RETRY.min(ttl / 4)).await;
@@ -90,7 +96,9 @@ impl StoreLock {
     pub(crate) async fn release(self) {
         self.renewer.abort();
         self.guard.release();
-        match self.store.release_lock(&self.key, &self.lock.token).await {
+        let released =
+            async { locks(&*self.store)?.release_lock(&self.key, &self.lock.token).await };
+        match released.await {
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(target: "botmesh", key = self.key, error = %e, "releasing the session's lock failed; it runs out by itself");
@@ -127,7 +135,8 @@ async fn renew(
         tokio::time::sleep(wait).await;
         let attempt = Instant::now();
         let left = deadline(sent, ttl).saturating_duration_since(attempt);
-        match tokio::time::timeout(left, store.renew_lock(&key, &token, ttl)).await {
+        let renewed = async { locks(&*store)?.renew_lock(&key, &token, ttl).await };
+        match tokio::time::timeout(left, renewed).await {
             Ok(Ok(true)) => {
                 sent = attempt;
                 guard.hold_until(deadline(sent, ttl));
@@ -169,6 +178,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_second_opener_is_refused_until_the_first_releases_and_a_lost_lock_is_reported() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let locks = store.locks().unwrap();
         let ttl = Duration::from_millis(300);
         let first = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await.unwrap();
         tokio::time::sleep(ttl * 2).await;
@@ -188,8 +198,8 @@ mod tests {
         .await
         .unwrap();
         // Someone else takes the lock over (it was forced free): the next renewal fails.
-        store.release_lock(&lock_key("p:"), &second.lock.token).await.unwrap();
-        let _thief = store.acquire_lock_fenced(&lock_key("p:"), ttl).await.unwrap().unwrap();
+        locks.release_lock(&lock_key("p:"), &second.lock.token).await.unwrap();
+        let _thief = locks.acquire_lock_fenced(&lock_key("p:"), ttl).await.unwrap().unwrap();
         tokio::time::sleep(ttl).await;
         assert_eq!(lost.load(Ordering::SeqCst), 1);
         assert!(!second.guard().is_held(), "a lost lock releases the guard");
@@ -199,9 +209,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_lock_of_a_replica_that_died_is_waited_for_until_it_runs_out() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let locks = store.locks().unwrap();
         let ttl = Duration::from_millis(600);
         // A replica took it and died: nobody renews or releases it.
-        let _dead = store.acquire_lock_fenced(&lock_key("p:"), ttl / 2).await.unwrap().unwrap();
+        let _dead = locks.acquire_lock_fenced(&lock_key("p:"), ttl / 2).await.unwrap().unwrap();
         let t0 = Instant::now();
         let lock = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await.unwrap();
         let waited = t0.elapsed();
@@ -212,6 +223,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_holder_that_stalls_stops_holding_before_the_lock_runs_out_in_the_store() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let locks = store.locks().unwrap();
         let ttl = Duration::from_millis(900);
         let lock = StoreLock::acquire(Some(&store), "p:", ttl, || {}).await.unwrap();
         let guard = lock.guard();
@@ -221,7 +233,7 @@ mod tests {
         assert!(guard.is_held(), "held until its deadline");
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert!(!guard.is_held(), "past its deadline, its writes are refused");
-        let other = store.acquire_lock_fenced(&lock_key("p:"), ttl).await.unwrap();
+        let other = locks.acquire_lock_fenced(&lock_key("p:"), ttl).await.unwrap();
         assert!(other.is_none(), "while the store still keeps the lock for it");
     }
 }

@@ -54,7 +54,8 @@ Runs replicas of one bot on a shared Redis, each serving /status, /status.json, 
   --bind IP           the address to listen on (default 127.0.0.1)
   --redis URL         the Redis server (default $REDIS_URL, else redis://127.0.0.1:6379/)
   --prefix PREFIX     the key prefix the replicas share (default ops-demo)
-  --lease SECS        the replicas' heartbeat lease: the takeover time after a crash (default 6)
+  --lease TIME        the replicas' heartbeat lease: the takeover time after a crash, in
+                      seconds or as a duration such as 1500ms (default 6)
   --secret SECRET     the webhook's x-botmesh-secret (default demo-secret)
   --load              post a trickle of generated conversations to the replicas
   --rate N            messages per second with --load (default 4)
@@ -130,9 +131,16 @@ impl Settings {
                 "--redis" => settings.redis_url = value()?,
                 "--prefix" => settings.prefix = value()?,
                 "--lease" => {
-                    let secs: f64 = value()?.parse().map_err(|e| format!("--lease: {e}"))?;
-                    settings.lease = Duration::try_from_secs_f64(secs)
-                        .ok()
+                    let text = value()?;
+                    // Seconds (`6`, `2.5`), or a duration as configuration files write it.
+                    let lease = match text.parse::<f64>() {
+                        Ok(secs) => Duration::try_from_secs_f64(secs).ok(),
+                        Err(_) => Some(
+                            humantime::parse_duration(&text)
+                                .map_err(|e| format!("--lease: {text}: {e}"))?,
+                        ),
+                    };
+                    settings.lease = lease
                         .filter(|lease| *lease >= Duration::from_secs(1))
                         .ok_or("--lease is at least 1 second")?;
                 }
@@ -366,8 +374,25 @@ mod tests {
     }
 
     #[test]
+    fn the_lease_is_seconds_or_a_duration() {
+        assert_eq!(parse(&["--lease", "8"]).lease, Duration::from_secs(8));
+        assert_eq!(parse(&["--lease", "2.5"]).lease, Duration::from_millis(2500));
+        assert_eq!(parse(&["--lease", "1500ms"]).lease, Duration::from_millis(1500));
+        assert_eq!(parse(&["--lease", "1m"]).lease, Duration::from_secs(60));
+    }
+
+    #[test]
     fn bad_arguments_are_refused() {
-        for args in [&["--port"][..], &["--lease", "0.5"], &["--load", "--rate", "0"], &["-x"]] {
+        let bad: [&[&str]; 7] = [
+            &["--port"],
+            &["--lease", "0.5"],
+            &["--lease", "500ms"],
+            &["--lease", "soon"],
+            &["--lease", "-3"],
+            &["--load", "--rate", "0"],
+            &["-x"],
+        ];
+        for args in bad {
             let args = args.iter().map(|a| (*a).to_owned());
             assert!(Settings::from_args(args).is_err());
         }

@@ -50,7 +50,9 @@ pub fn order_flow() -> Flow {
                 match m.body.trim().to_lowercase().as_str() {
                     "yes" | "y" | "si" | "sí" => break true,
                     "no" | "n" => break false,
-                    _ => c.send("Please answer yes or no.").await?,
+                    _ => {
+                        c.reply("Please answer yes or no.").await?;
+                    }
                 }
             };
             if !answer {

@@ -13,7 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use botmesh_traits::{ChatId, ChatKey, Outbound, OutboundContent};
+use botmesh_traits::{Bytes, ChatId, ChatKey, Outbound, OutboundContent, SendReceipt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -24,9 +24,38 @@ use crate::durable::journal_id;
 use crate::shared::Shared;
 use crate::{BotError, Message, Result, Step};
 
-/// The context of a running conversation or flow: what the spec calls `c`.
+/// The context of a running conversation or flow.
 ///
-/// Cheap to clone; every clone refers to the same conversation.
+/// Cheap to clone; every clone refers to the same conversation. It answers what a
+/// handler's [`Ctx`](crate::Ctx) answers, with the same names and types, for the latest
+/// message; and it keeps the conversation's state (`get`, `set`), asks (`ask`, `wait`) and
+/// moves on (`goto`).
+///
+/// ```
+/// use botmesh_core::{Bot, BotError, Conversation, Trigger};
+/// # use botmesh_testing::TestProvider;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let provider = TestProvider::new();
+/// let signup = Conversation::new("signup", |c| async move {
+///     let name = c.ask("Your name?").await?.body;
+///     c.set("name", &name)?;
+///     let email = c.ask(format!("Thanks {name}. Your e-mail?")).await?;
+///     c.reply(format!("Signed up as {}", email.body)).await?;
+///     Ok::<_, BotError>(())
+/// })
+/// .trigger(Trigger::keyword("signup"));
+/// let bot = Bot::builder().provider(provider.clone()).conversation(signup).build()?;
+/// bot.start().await?;
+/// for text in ["signup", "Ada", "ada@example.com"] {
+///     provider.say("chat-1", text);
+///     provider.settled(&bot).await;
+/// }
+/// assert_eq!(provider.texts_to("chat-1").last().unwrap(), "Signed up as ada@example.com");
+/// # bot.stop().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct ConvCtx {
     inner: Arc<Inner>,
@@ -54,7 +83,7 @@ struct Inner {
 struct ConvState {
     name: String,
     state: Map<String, Value>,
-    message: Message,
+    message: Arc<Message>,
     lang: Option<String>,
     /// Answers a resumed step consumed before it was interrupted, fed back to its waits in
     /// order instead of asking again.
@@ -104,7 +133,7 @@ impl ConvState {
         if m.lang.is_some() {
             self.lang.clone_from(&m.lang);
         }
-        self.message = m.clone();
+        self.message = Arc::new(m.clone());
         let input = durable.then(|| journal_id(&m.inbound));
         if input != self.input {
             self.input = input;
@@ -126,7 +155,7 @@ impl ConvCtx {
             name,
             state: Map::new(),
             lang: message.lang.clone(),
-            message: message.clone(),
+            message: Arc::new(message.clone()),
             replay: VecDeque::new(),
             parked_on: None,
             resuming: false,
@@ -193,8 +222,14 @@ impl ConvCtx {
     }
 
     /// The latest message: the one that started the conversation, or the last answer.
-    pub fn message(&self) -> Message {
-        self.st().message.clone()
+    /// [`Ctx::message`](crate::Ctx::message) answers the same in a handler.
+    pub fn message(&self) -> Arc<Message> {
+        Arc::clone(&self.st().message)
+    }
+
+    /// The latest message's body (see [`Message::body`]).
+    pub fn body(&self) -> String {
+        self.st().message.body.clone()
     }
 
     /// The conversation's language: the latest message's, else the bot's default.
@@ -247,23 +282,37 @@ impl ConvCtx {
     }
 
     /// A built-in or overridden text in the conversation's language.
-    pub fn text(&self, key: &str) -> String {
+    pub fn text<'a>(&'a self, key: &'a str) -> &'a str {
         let lang = self.lang();
-        self.inner.shared.def.texts.get(lang.as_deref(), key).to_owned()
+        self.inner.shared.def.texts.get(lang.as_deref(), key)
     }
 
     /// Sends a text to the chat. A clone of the context kept after the conversation ended (a
     /// reminder sent by a background task) may still send; such a send is not fenced by a turn.
-    pub async fn send(&self, text: impl Into<String>) -> Result<()> {
-        self.send_content(OutboundContent::Text { body: text.into() }).await
-    }
-
-    /// Sends any content to the chat.
     ///
     /// With durability, a send made again by a step that runs again for the same message
-    /// (on another replica after a crash) is recorded in the outbox and skipped.
-    pub async fn send_content(&self, content: OutboundContent) -> Result<()> {
-        let message = Outbound::new(self.inner.chat.clone(), content);
+    /// (on another replica after a crash) is recorded in the outbox and skipped; the receipt
+    /// of a skipped send has no id.
+    pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
+        self.send(text.into()).await
+    }
+
+    /// Sends any content to the chat, deduplicated like [`ConvCtx::reply`]. A `&str` or a
+    /// `String` is sent as a text.
+    pub async fn send(&self, content: impl Into<OutboundContent>) -> Result<SendReceipt> {
+        self.send_message(&Outbound::new(self.inner.chat.clone(), content.into())).await
+    }
+
+    /// The bytes of the file the latest message carries, fetched through the provider that
+    /// received it (see [`Ctx::media`](crate::Ctx::media)).
+    pub async fn media(&self) -> Result<Bytes> {
+        let message = self.message();
+        self.inner.shared.fetch_media(&message.inbound).await
+    }
+
+    /// Sends a whole message: to another chat, or quoting a message. Deduplicated like
+    /// [`ConvCtx::reply`].
+    pub async fn send_message(&self, message: &Outbound) -> Result<SendReceipt> {
         let outbox = {
             let mut st = self.st();
             let seq = st.send_seq;
@@ -274,7 +323,7 @@ impl ConvCtx {
                 .map(|input| format!("{}|{input}|{}|{step}|{seq}", self.inner.key, st.name))
         };
         let inner = &self.inner;
-        inner.shared.send_once(&inner.turn, &message, &inner.provider, outbox).await.map(|_| ())
+        inner.shared.send_once(&inner.turn, message, &inner.provider, outbox).await
     }
 
     /// Pauses the conversation. The chat's turn stays held meanwhile.
@@ -313,7 +362,7 @@ impl ConvCtx {
         }
         // A message kept from a hand-over answers this question without asking it.
         if !self.inner.link.has_message() {
-            self.send(prompt).await?;
+            self.reply(prompt).await?;
             self.park_checkpoint(question).await?;
         }
         self.next_input().await

@@ -165,13 +165,13 @@ impl Worker {
             }
             match out {
                 Ok(Ok(Next::End)) => {
-                    let msg = active.ctx.message();
+                    let msg = Message::clone(&active.ctx.message());
                     self.end(active, EndReason::Completed).await;
                     // A flow this one interrupted comes back, and is driven next.
                     self.resume_aside(msg).await;
                 }
                 Ok(Ok(Next::Start(name))) => {
-                    let msg = active.ctx.message();
+                    let msg = Message::clone(&active.ctx.message());
                     self.end(active, EndReason::Replaced).await;
                     match self.shared().def.defs.get(&name).cloned() {
                         Some(def) => self.install(def, msg, None),

@@ -108,8 +108,11 @@ impl Worker {
             .turn
             .effect(async {
                 // Over whatever row is set aside already: one flow is set aside at a time.
-                let current =
-                    if rows.cas { rows.read(&aside).await?.map(|r| r.revision) } else { None };
+                let current = if rows.cas.is_some() {
+                    rows.read(&aside).await?.map(|r| r.revision)
+                } else {
+                    None
+                };
                 rows.write(&aside, &write, current).await.map(drop)
             })
             .await;

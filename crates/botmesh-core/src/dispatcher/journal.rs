@@ -18,20 +18,20 @@ impl Journal for Dispatcher {
     }
 
     async fn pending_for(&self, key: &ChatKey, limit: usize) -> Result<Vec<InboxRecord>, Error> {
-        self.shared.store.inbox_pending_for(key, limit).await
+        self.shared.inbox()?.inbox_pending_for(key, limit).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<InboxRecord>, Error> {
-        self.shared.store.inbox_get(id).await
+        self.shared.inbox()?.inbox_get(id).await
     }
 
     async fn take_back(&self, id: &str) -> Result<bool, Error> {
-        self.shared.store.inbox_claim(id, RELEASED, &self.shared.owner).await
+        self.shared.inbox()?.inbox_claim(id, RELEASED, &self.shared.owner).await
     }
 
     async fn still_ours(&self, key: &ChatKey, id: &str) -> bool {
         let shared = &self.shared;
-        match shared.store.inbox_get(id).await {
+        match async { shared.inbox()?.inbox_get(id).await }.await {
             Ok(Some(r)) if r.state == InboxState::Pending && r.owner == RELEASED => {
                 match self.take_back(id).await {
                     Ok(claimed) => claimed,

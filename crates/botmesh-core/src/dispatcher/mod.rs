@@ -284,6 +284,7 @@ impl Dispatcher {
             outcome: crate::coordination::Outcome::default(),
             leftover: None,
             failed: AtomicBool::new(false),
+            current: None,
         };
         tokio::spawn(worker.run(worker_rx).instrument(span));
         true
@@ -313,6 +314,10 @@ impl Dispatcher {
     }
 
     /// Waits until every queued message has been handled.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) == 0
+    }
+
     pub(crate) async fn wait_idle(&self) {
         loop {
             let notified = self.idle.notified();

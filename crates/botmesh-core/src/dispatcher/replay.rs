@@ -24,7 +24,7 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
     let coordination = shared.coordination.clone();
     let mut suspects: HashSet<String> = HashSet::new();
     loop {
-        let pending = match shared.store.inbox_pending(BATCH).await {
+        let pending = match async { shared.inbox()?.inbox_pending(BATCH).await }.await {
             Ok(p) => p,
             Err(e) => {
                 shared.events.error(None, e.into());

@@ -121,7 +121,8 @@ impl Worker {
         match answer {
             RecordedAnswer::Embedded { message } => Some((**message).clone()),
             RecordedAnswer::Journaled { id, body, kind, lang } => {
-                let record = match self.shared().store.inbox_get(id).await {
+                let shared = Arc::clone(self.shared());
+                let record = match async { shared.inbox()?.inbox_get(id).await }.await {
                     Ok(r) => r?,
                     Err(e) => {
                         self.report(e.into());

@@ -36,6 +36,7 @@ impl Worker {
     pub(super) async fn on_message(&mut self, inbound: Inbound, changed_hands: bool) {
         let shared = Arc::clone(self.shared());
         let id = inbound.id.clone();
+        self.current = Some(id.clone());
         if !self.seen_chat {
             self.seen_chat = true;
             let record = ChatRecord::new(inbound.chat.clone(), inbound.provider.clone(), now_ms());
@@ -60,6 +61,7 @@ impl Worker {
         while let Some(kept) = self.leftover.take() {
             self.route(kept).await;
         }
+        self.current = None;
         shared.events.emit(Event::Handled { key: self.key.clone(), id });
     }
 

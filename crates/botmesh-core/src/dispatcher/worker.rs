@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, Error, ReleaseOptions, Ticket};
+use botmesh_traits::{ChatKey, Error, MessageId, ReleaseOptions, Ticket};
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -42,6 +42,8 @@ pub(super) struct Worker {
     pub(super) leftover: Option<Message>,
     /// An error was reported while the work running now ran.
     pub(super) failed: AtomicBool,
+    /// The message being handled now, which the errors reported meanwhile belong to.
+    pub(super) current: Option<MessageId>,
 }
 
 impl Worker {
@@ -232,9 +234,11 @@ impl Worker {
             }
         }
         let retain = self.waiting_for();
+        let fence = self.turn.fence();
         // Nothing new may act under the turn from here on: it goes back.
         self.turn.set(None);
         run.finish(retain).instrument(tracing::debug_span!(target: "botmesh", "finish")).await;
+        shared.events.emit(Event::Finished { key: self.key.clone(), fence });
         if under_turn {
             shared.meters.turn_hold.record(held_since.elapsed());
         }
@@ -431,6 +435,9 @@ impl Worker {
 
     pub(super) fn report(&self, error: BotError) {
         self.failed.store(true, Ordering::Relaxed);
-        self.shared().events.error(Some(&self.key), error);
+        match &self.current {
+            Some(message) => self.shared().events.message_error(&self.key, message, error),
+            None => self.shared().events.error(Some(&self.key), error),
+        }
     }
 }

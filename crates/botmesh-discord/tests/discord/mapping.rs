@@ -110,7 +110,7 @@ async fn a_button_press_is_acknowledged_within_three_seconds_and_reaches_the_bot
                         botmesh_core::Button::new("no", "No"),
                     ];
                     let content = OutboundContent::Buttons { body: "Sure?".into(), buttons };
-                    ctx.send(&Outbound::new(ctx.chat().clone(), content)).await?;
+                    ctx.send_message(&Outbound::new(ctx.chat().clone(), content)).await?;
                 }
             }
             Ok::<_, BotError>(())

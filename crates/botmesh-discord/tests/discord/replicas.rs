@@ -39,7 +39,7 @@ async fn three(
     for id in ["a", "b", "c"] {
         let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), id).with_lease(lease));
         let coordination = config(
-            CoordinationConfig::from_arc(Arc::clone(&coordinator) as _)
+            CoordinationConfig::new(Arc::clone(&coordinator))
                 .settle(Duration::from_secs(2))
                 .turn_wait(Duration::from_secs(10)),
         )
@@ -178,7 +178,7 @@ async fn a_revoked_token_closes_the_transport_for_good_and_the_leader_steps_down
     let server = DiscordServer::start().await.unwrap();
     let hub = MemoryCoordinationHub::new();
     let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), "a").with_lease(LEASE));
-    let coordination = CoordinationConfig::from_arc(coordinator as _)
+    let coordination = CoordinationConfig::new(coordinator)
         .provider_down(Duration::from_millis(500))
         .step_down_pause(Duration::from_secs(60))
         .build();
@@ -202,7 +202,7 @@ async fn a_401_on_a_send_closes_the_transport_and_the_leader_steps_down() {
     let server = DiscordServer::start().await.unwrap();
     let hub = MemoryCoordinationHub::new();
     let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), "a").with_lease(LEASE));
-    let coordination = CoordinationConfig::from_arc(coordinator as _)
+    let coordination = CoordinationConfig::new(coordinator)
         .provider_down(Duration::from_millis(500))
         .step_down_pause(Duration::from_secs(60))
         .build();

@@ -84,7 +84,7 @@ pub(crate) fn replica(
 ) -> (Arc<MemoryCoordinator>, Arc<dyn Coordination>) {
     let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), id).with_lease(LEASE));
     // A crashed replica's stop gives up on its queues after `settle`, not the default minute.
-    let coordination = CoordinationConfig::from_arc(Arc::clone(&coordinator) as _)
+    let coordination = CoordinationConfig::new(Arc::clone(&coordinator))
         .settle(Duration::from_secs(2))
         .turn_wait(Duration::from_secs(10))
         .build();

@@ -39,7 +39,7 @@ pub(crate) async fn replicas_with(
         let wa = TestProvider::with("wa", Capabilities::exclusive());
         let web = TestProvider::with("web", Capabilities::shared());
         let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), name).with_lease(lease));
-        let coordination = CoordinationConfig::from_arc(coordinator.clone()).build();
+        let coordination = CoordinationConfig::new(coordinator.clone()).build();
         let builder = Bot::builder()
             .provider(wa.clone())
             .provider(web.clone())

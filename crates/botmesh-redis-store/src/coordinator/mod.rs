@@ -77,6 +77,7 @@ struct CoordScripts {
 ///   documents whose keep ended, by the server's clock). The cluster view is one script in the
 ///   standalone layout; in the cluster layout, one round of scripts (the status tag, and each
 ///   leadership's shard) and one round of liveness checks, each round's commands concurrent.
+#[must_use = "a coordinator does nothing until given to `CoordinationConfig::new`"]
 pub struct RedisCoordinator {
     conn: Conn,
     keys: Keys,
@@ -146,6 +147,7 @@ impl RedisCoordinator {
         options: &RedisOptions,
         lease: Duration,
     ) -> Self {
+        let keys = keys.coordination();
         let s = |body: &str| Script::new(&with_prelude(body));
         let client_for_heartbeat = client.clone();
         let waiters = Arc::new(Waiters::default());
@@ -300,6 +302,10 @@ impl Coordinator for RedisCoordinator {
 
     fn lease(&self) -> Duration {
         self.lease
+    }
+
+    fn subscribed(&self) -> bool {
+        self.waiters.subscribed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {

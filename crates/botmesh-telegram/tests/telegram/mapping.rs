@@ -88,7 +88,7 @@ async fn media_goes_out_uploaded_or_by_url_and_group_members_each_have_a_convers
             };
             let kind = MediaKind::Image;
             let content = OutboundContent::Media { kind, source, caption: Some(body) };
-            ctx.send(&Outbound::new(chat, content)).await?;
+            ctx.send_message(&Outbound::new(chat, content)).await?;
             // In a group, the key is the member's own.
             ctx.reply(ctx.key().to_string()).await?;
             Ok::<_, BotError>(())

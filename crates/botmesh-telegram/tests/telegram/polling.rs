@@ -111,7 +111,7 @@ async fn a_revoked_token_closes_the_poller_s_transport_and_its_leader_steps_down
     let server = TelegramServer::start().await.unwrap();
     let hub = MemoryCoordinationHub::new();
     let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), "a").with_lease(LEASE));
-    let coordination = CoordinationConfig::from_arc(coordinator as _)
+    let coordination = CoordinationConfig::new(coordinator)
         .provider_down(Duration::from_millis(500))
         .step_down_pause(Duration::from_secs(60))
         .build();

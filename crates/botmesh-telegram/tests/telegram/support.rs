@@ -32,7 +32,7 @@ pub(crate) fn echo(builder: BotBuilder, handled: &Arc<AtomicUsize>) -> BotBuilde
             if ctx.body() == "menu" {
                 let buttons = vec![Button::new("yes", "Yes please"), Button::new("no", "No")];
                 let content = OutboundContent::Buttons { body: "Sure?".into(), buttons };
-                ctx.send(&botmesh_core::Outbound::new(ctx.chat().clone(), content)).await?;
+                ctx.send_message(&botmesh_core::Outbound::new(ctx.chat().clone(), content)).await?;
                 return Ok(());
             }
             let kind = ctx.message().inbound.content.type_name();
@@ -60,7 +60,7 @@ pub(crate) fn replica(
 ) -> (Arc<MemoryCoordinator>, Arc<dyn Coordination>) {
     let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), id).with_lease(LEASE));
     // A crashed replica's stop gives up on its queues after `settle`, not the default minute.
-    let coordination = CoordinationConfig::from_arc(Arc::clone(&coordinator) as _)
+    let coordination = CoordinationConfig::new(Arc::clone(&coordinator))
         .settle(Duration::from_secs(2))
         .turn_wait(Duration::from_secs(10))
         .build();

@@ -17,6 +17,7 @@ use super::state::{Config, Frame, Shared};
 
 /// Builds a [`DiscordServer`] with other than the default settings.
 #[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `start()`"]
 pub struct DiscordServerBuilder {
     config: Config,
 }

@@ -19,6 +19,7 @@ use super::{routing, webhook};
 
 /// Builds a [`GraphServer`] with other than the default settings.
 #[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `start()`"]
 pub struct GraphServerBuilder {
     config: Config,
 }

@@ -18,6 +18,7 @@ use super::{routing, webhook};
 
 /// Builds a [`TelegramServer`] with other than the default settings.
 #[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `start()`"]
 pub struct TelegramServerBuilder {
     config: Config,
 }

@@ -109,6 +109,20 @@ pub enum OutboundContent {
     },
 }
 
+impl From<String> for OutboundContent {
+    /// A text.
+    fn from(body: String) -> Self {
+        Self::Text { body }
+    }
+}
+
+impl From<&str> for OutboundContent {
+    /// A text.
+    fn from(body: &str) -> Self {
+        Self::Text { body: body.to_owned() }
+    }
+}
+
 /// A message the bot sends to a chat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]

@@ -12,7 +12,10 @@ use tokio::time::Instant;
 /// A path converts into [`Session::Dir`], so `WhatsAppWebProvider::new("/var/lib/bot/wa")`
 /// keeps the session in that directory; `WhatsAppWebProvider::new(Session::Store)` (or
 /// `WhatsAppWebProvider::in_store()`) keeps it in the bot's shared store.
+///
+/// In a configuration file (`serde` feature): `{ dir = "/var/lib/bot/wa" }` or `"store"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 #[non_exhaustive]
 pub enum Session {
     /// In this directory, on a volume every replica reaches. A lock file in it refuses a

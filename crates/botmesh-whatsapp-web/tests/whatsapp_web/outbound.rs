@@ -55,7 +55,7 @@ async fn every_outbound_kind_goes_out_and_a_reply_quotes_the_user_s_message() {
                 send(OutboundContent::Reaction { to: said, emoji: Some("❤".into()) }),
             ];
             for message in &all {
-                ctx.send(message).await?;
+                ctx.send_message(message).await?;
             }
             Ok::<_, BotError>(())
         })

@@ -103,7 +103,7 @@ async fn a_logged_out_leader_reports_it_closes_its_transport_and_steps_down() {
     let hub = MemoryCoordinationHub::new();
     let coordinator = Arc::new(MemoryCoordinator::new(hub.clone(), "a").with_lease(LEASE));
     let provider_down = Duration::from_millis(500);
-    let coordination = CoordinationConfig::from_arc(coordinator as _)
+    let coordination = CoordinationConfig::new(coordinator)
         .provider_down(provider_down)
         .step_down_pause(Duration::from_secs(60))
         .build();

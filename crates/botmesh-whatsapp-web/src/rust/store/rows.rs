@@ -245,18 +245,19 @@ impl Rows {
             }
             let data = serde_json::to_string(&index).map_err(decode_error)?;
             let write = CheckpointWrite::new(data.clone());
-            let revision = match self.store.set_checkpoint_if(&key, &write, row.revision).await {
+            let written = match self.store.cas() {
+                Some(cas) => cas.set_checkpoint_if(&key, &write, row.revision).await,
+                None => {
+                    let revision = self.store.set_checkpoint(&key, &write).await;
+                    revision.map(|revision| CasOutcome::Written { revision })
+                }
+            };
+            let revision = match written {
                 Ok(CasOutcome::Written { revision }) => revision,
                 Ok(_) => {
                     // Someone else wrote it: read it again.
                     self.cache().remove(&key);
                     continue;
-                }
-                Err(Error::Unsupported { .. }) => {
-                    match self.store.set_checkpoint(&key, &write).await {
-                        Ok(revision) => revision,
-                        Err(e) => return Err(self.unknown(key, e)),
-                    }
                 }
                 Err(e) => return Err(self.unknown(key, e)),
             };
