@@ -20,6 +20,23 @@ use tokio::time::Instant;
 ///
 /// Bots that share one `MemoryStore` value (tests with several replicas in one process) share
 /// its data; bots in different processes do not.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use botmesh_core::traits::Store;
+/// use botmesh_core::{Bot, MemoryStore};
+/// # use botmesh_testing::TestProvider;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = Arc::new(MemoryStore::new());
+/// let a = Bot::builder().provider(TestProvider::new()).store(store.clone()).build()?;
+/// let b = Bot::builder().provider(TestProvider::new()).store(store).build()?;
+/// a.store().set_user_data("ada", r#"{"vip":true}"#).await?;
+/// assert_eq!(b.store().get_user_data("ada").await?.as_deref(), Some(r#"{"vip":true}"#));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,

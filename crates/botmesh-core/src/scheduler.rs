@@ -28,6 +28,29 @@ use crate::{Bot, BotError, ConfigError, Event, telemetry};
 ///
 /// In a configuration file (`serde` feature), one of `{ every = "5m" }`,
 /// `{ cron = "0 */5 * * * *" }` or `{ at = "2030-01-01T09:00:00Z" }` (RFC 3339, UTC).
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use botmesh_core::{Bot, BotError, Outbound, Timing};
+/// # use botmesh_testing::TestProvider;
+///
+/// # fn main() -> Result<(), botmesh_core::ConfigError> {
+/// # let provider = TestProvider::new();
+/// let bot = Bot::builder()
+///     .provider(provider)
+///     .every(Duration::from_secs(60), |job| async move {
+///         tracing::debug!(occurrence = job.occurrence(), "tick");
+///         Ok::<_, BotError>(())
+///     })
+///     .schedule(Timing::cron("0 0 9 * * Mon-Fri")?, |job| async move {
+///         job.bot().send(&Outbound::text("ops-chat", "Good morning")).await?;
+///         Ok::<_, BotError>(())
+///     })
+///     .build()?;
+/// # let _ = bot;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(try_from = "TimingText"))]
 pub struct Timing(Kind);
@@ -156,6 +179,24 @@ pub enum Missed {
     serde(deny_unknown_fields)
 )]
 #[non_exhaustive]
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use botmesh_core::{Bot, BotError, Missed, TaskOptions};
+/// # use botmesh_testing::TestProvider;
+///
+/// # fn main() -> Result<(), botmesh_core::ConfigError> {
+/// let digest = TaskOptions::durable("daily-digest").missed(Missed::Skip);
+/// let bot = Bot::builder()
+///     .provider(TestProvider::new())
+///     .every_with(Duration::from_secs(24 * 3600), digest, |_job| async move {
+///         Ok::<_, BotError>(())
+///     })
+///     .build()?;
+/// # let _ = bot;
+/// # Ok(()) }
+/// ```
 #[must_use = "options do nothing until given to a scheduled job"]
 pub struct TaskOptions {
     /// The task's id, unique among the bot's durable tasks.

@@ -129,6 +129,21 @@ pub struct Recent {
 }
 
 /// Whether a replica is alive and ready: [`Bot::health`](crate::Bot::health).
+///
+/// ```
+/// use botmesh_core::Bot;
+/// # use botmesh_testing::TestProvider;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let bot = Bot::builder().provider(TestProvider::new()).build()?;
+/// assert!(!bot.health().ready, "not running yet");
+/// bot.start().await?;
+/// let health = bot.health();
+/// assert!(health.live && health.ready, "{:?}", health.reasons);
+/// # bot.stop().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 #[non_exhaustive]
