@@ -124,6 +124,23 @@ impl RedisStore {
         })
     }
 
+    /// A store on a `redis::Client` the application already has, with keys under `prefix` in
+    /// the standalone layout and the default timeouts. The store opens its own connection
+    /// manager from the client (it reconnects on its own); its coordinator subscribes through
+    /// the same client.
+    pub async fn from_client(client: redis::Client, prefix: &str) -> Result<Self> {
+        let address = client.get_connection_info().addr().to_string();
+        let options = RedisOptions::new(&format!("redis://{address}"), prefix);
+        let conn = Connect::from(&options).open_single(client.clone()).await?;
+        Ok(Self {
+            conn,
+            client,
+            keys: Keys::new(&options.prefix, options.layout),
+            options,
+            scripts: Arc::new(StoreScripts::new()),
+        })
+    }
+
     /// A coordinator sharing this store's connection, prefix and layout, with a random replica
     /// id (see [`RedisCoordinator::with_replica_id`]) and heartbeat lease `lease`: the one
     /// setting of the lease, which the coordination runtime renews every third of.

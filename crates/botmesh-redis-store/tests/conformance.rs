@@ -9,7 +9,7 @@ use botmesh_testing::{
     CoordinatorHarness, RedisCluster, RedisServer, claimed_capabilities, coordinator_conformance,
     store_conformance,
 };
-use botmesh_traits::Coordinator;
+use botmesh_traits::{Coordinator, Store};
 
 struct Harness(RedisOptions);
 
@@ -25,6 +25,26 @@ async fn the_store_passes_the_conformance_suite_on_one_server() {
     let store = Arc::new(RedisStore::new(&server.url(), "t").await.unwrap());
     assert_eq!(claimed_capabilities(&*store), ["cas", "locks", "leases", "tasks", "journal"]);
     store_conformance(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_on_the_application_s_own_client_passes_both_suites_and_keeps_coordination_apart() {
+    let server = RedisServer::start().unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let store = RedisStore::from_client(client.clone(), "app").await.unwrap();
+    let coordinator = Arc::new(store.coordinator(std::time::Duration::from_secs(2)));
+    let ticket = coordinator.take_ticket(&botmesh_traits::ChatKey::from("chat")).await.unwrap();
+    assert!(ticket.grant.is_some(), "a free turn comes with the ticket");
+    store.set_user_data("ada", "{}").await.unwrap();
+    // The application's own connection sees the store's keys and the coordination's apart.
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut keys: Vec<String> =
+        redis::cmd("KEYS").arg("app:*").query_async(&mut conn).await.unwrap();
+    keys.sort();
+    assert!(keys.contains(&"app:user:ada".to_owned()), "{keys:?}");
+    assert!(keys.contains(&"app:coord:t:chat".to_owned()), "{keys:?}");
+    assert!(keys.iter().all(|k| k == "app:user:ada" || k.starts_with("app:coord:")), "{keys:?}");
+    store_conformance(Arc::new(store)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
