@@ -63,6 +63,7 @@
 //!
 //! # Feature flags
 //!
+//! - `cron` (on by default): jobs on cron expressions ([`Timing::cron`]).
 //! - `serde` (off by default): deserialize the settings a bot is configured with
 //!   ([`Durability`], [`Handover`], [`TaskOptions`], [`Timing`]) from configuration files,
 //!   durations as text (`"30s"`, `"2m"`).

@@ -11,6 +11,7 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+#[cfg(feature = "cron")]
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -22,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::coordination::Coordination;
 use crate::dispatcher::panic_message;
-use crate::{Bot, BotError, ConfigError, Event, telemetry};
+use crate::{Bot, BotError, Event, telemetry};
 
 /// When a job runs.
 ///
@@ -61,17 +62,19 @@ pub struct Timing(Kind);
 #[serde(rename_all = "lowercase")]
 enum TimingText {
     Every(#[serde(with = "humantime_serde")] Duration),
+    #[cfg(feature = "cron")]
     Cron(String),
     At(#[serde(with = "humantime_serde")] SystemTime),
 }
 
 #[cfg(feature = "serde")]
 impl TryFrom<TimingText> for Timing {
-    type Error = ConfigError;
+    type Error = crate::ConfigError;
 
-    fn try_from(text: TimingText) -> Result<Self, ConfigError> {
+    fn try_from(text: TimingText) -> Result<Self, crate::ConfigError> {
         Ok(match text {
             TimingText::Every(interval) => Self::every(interval),
+            #[cfg(feature = "cron")]
             TimingText::Cron(expression) => Self::cron(&expression)?,
             TimingText::At(when) => Self::at(when),
         })
@@ -81,6 +84,7 @@ impl TryFrom<TimingText> for Timing {
 #[derive(Debug, Clone)]
 enum Kind {
     Every(Duration),
+    #[cfg(feature = "cron")]
     Cron(Box<cron::Schedule>),
     At(SystemTime),
 }
@@ -91,10 +95,12 @@ impl Timing {
         Self(Kind::Every(interval.max(Duration::from_millis(1))))
     }
 
-    /// On a cron expression with seconds (`"0 */5 * * * *"`), in UTC.
-    pub fn cron(expression: &str) -> Result<Self, ConfigError> {
+    /// On a cron expression with seconds (`"0 */5 * * * *"`), in UTC. Feature `cron` (on by
+    /// default).
+    #[cfg(feature = "cron")]
+    pub fn cron(expression: &str) -> Result<Self, crate::ConfigError> {
         cron::Schedule::from_str(expression).map(|s| Self(Kind::Cron(Box::new(s)))).map_err(|e| {
-            ConfigError::InvalidSchedule {
+            crate::ConfigError::InvalidSchedule {
                 expression: expression.to_owned(),
                 reason: e.to_string(),
             }
@@ -114,6 +120,7 @@ impl Timing {
                 let k = now_ms / step + 1;
                 Some((k, k.saturating_mul(step)))
             }
+            #[cfg(feature = "cron")]
             Kind::Cron(schedule) => {
                 let now = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(
                     i64::try_from(now_ms).ok()?,
@@ -137,6 +144,7 @@ impl Timing {
                 Some(now_ms / step)
             }
             // Catching up is only defined for intervals and one-off instants.
+            #[cfg(feature = "cron")]
             Kind::Cron(_) => None,
             Kind::At(when) => {
                 let ms = ms_since_epoch(*when);
@@ -448,7 +456,7 @@ async fn claim(store: &dyn Store, id: &str, occurrence: u64) -> Result<bool, Bot
     }
 }
 
-#[cfg(all(test, feature = "serde"))]
+#[cfg(all(test, feature = "serde", feature = "cron"))]
 mod tests {
     use super::*;
 
