@@ -68,6 +68,7 @@ pub(crate) struct Connect {
     pub(crate) cluster: bool,
     pub(crate) response_timeout: Duration,
     pub(crate) connection_timeout: Duration,
+    #[cfg_attr(not(feature = "tls"), allow(dead_code, reason = "a CA is only given with `tls`"))]
     pub(crate) tls_root: Option<Vec<u8>>,
 }
 
@@ -93,31 +94,23 @@ fn config_error(msg: String) -> Error {
 
 impl Connect {
     pub(crate) async fn open(&self) -> Result<(Conn, redis::Client), Error> {
-        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
-            // One process-wide rustls provider; a second install is refused and harmless.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
         let first =
             self.urls.first().ok_or_else(|| config_error("no Redis URL given".to_owned()))?;
         // Errors from the driver name the host at most, never the password; ours use `redact`.
-        let certs =
-            || redis::TlsCertificates { client_tls: None, root_cert: self.tls_root.clone() };
-        let client = match &self.tls_root {
-            Some(_) => redis::Client::build_with_tls(first.as_str(), certs()),
-            None => redis::Client::open(first.as_str()),
-        }
-        .map_err(|e| {
+        let client = self.client(first).map_err(|e| {
             config_error(format!("invalid Redis URL {}: {:?}", redact(first), e.kind()))
         })?;
         let conn = match self.cluster {
             true => {
-                let mut builder =
+                let builder =
                     redis::cluster::ClusterClientBuilder::new(self.urls.iter().map(String::as_str))
                         .connection_timeout(self.connection_timeout)
                         .response_timeout(self.response_timeout);
-                if self.tls_root.is_some() {
-                    builder = builder.certs(certs());
-                }
+                #[cfg(feature = "tls")]
+                let builder = match self.tls_root {
+                    Some(_) => builder.certs(self.certs()),
+                    None => builder,
+                };
                 let cluster = builder.build().map_err(|e| {
                     config_error(format!("invalid Redis Cluster URLs: {:?}", e.kind()))
                 })?;
@@ -148,6 +141,34 @@ impl From<&RedisOptions> for Connect {
 }
 
 impl Connect {
+    /// The client of `url`: over rustls for `rediss://`, trusting the configured CA.
+    #[cfg(feature = "tls")]
+    fn client(&self, url: &str) -> redis::RedisResult<redis::Client> {
+        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
+            // One process-wide rustls provider; a second install is refused and harmless.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        match &self.tls_root {
+            Some(_) => redis::Client::build_with_tls(url, self.certs()),
+            None => redis::Client::open(url),
+        }
+    }
+
+    /// Without the `tls` feature, a `rediss://` URL is a configuration error.
+    #[cfg(not(feature = "tls"))]
+    fn client(&self, url: &str) -> redis::RedisResult<redis::Client> {
+        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
+            let reason = "rediss:// needs botmesh-redis-store's `tls` feature";
+            return Err((redis::ErrorKind::InvalidClientConfig, reason).into());
+        }
+        redis::Client::open(url)
+    }
+
+    #[cfg(feature = "tls")]
+    fn certs(&self) -> redis::TlsCertificates {
+        redis::TlsCertificates { client_tls: None, root_cert: self.tls_root.clone() }
+    }
+
     /// How a single-server connection reconnects: a couple of quick attempts, within about a
     /// second, so that a call on a server that is really down fails soon. Riding out longer
     /// outages is the callers' policy (the message path tries again until its turn wait runs

@@ -54,6 +54,8 @@
 //!
 //! # Feature flags
 //!
+//! - `tls` (on by default): `rediss://` URLs, over rustls with the web PKI roots or your own
+//!   CA ([`RedisOptions::tls_root_cert`]).
 //! - `serde`: [`RedisOptions`] and [`KeyLayout`] deserialize from configuration files, with
 //!   durations as text (`response_timeout = "2s"`).
 
@@ -188,7 +190,8 @@ impl RedisOptions {
     }
 
     /// Trusts this CA certificate (PEM) for `rediss://` instead of the public web roots, as for
-    /// a Redis behind a private CA.
+    /// a Redis behind a private CA. Feature `tls` (on by default).
+    #[cfg(feature = "tls")]
     pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_root = Some(pem.into());
         self
