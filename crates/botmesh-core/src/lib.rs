@@ -44,6 +44,41 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Messages from an endpoint of your own
+//!
+//! A provider hands messages to the bot by itself. Code that receives them another way (a
+//! webhook route of your own, a queue consumer) hands each to [`Bot::accept`] and answers
+//! its sender from the outcome: once `accept` returns `Ok`, the message holds its place in
+//! its chat's queue (and is journaled, with durability), so the sender may forget it; on an
+//! error it was not taken, and the sender should deliver it again. [`Bot::dispatch`] does the
+//! same without waiting, for senders that do not retry.
+//!
+//! ```
+//! use botmesh_core::{Bot, Inbound};
+//!
+//! /// The HTTP status a webhook answers a delivery with.
+//! async fn deliver(bot: &Bot, message: Inbound) -> u16 {
+//!     match bot.accept(message).await {
+//!         Ok(accepted) => {
+//!             if accepted.is_duplicate() {
+//!                 tracing::debug!("delivered again; handled once");
+//!             }
+//!             200
+//!         }
+//!         Err(_) => 503,
+//!     }
+//! }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let bot = Bot::builder().provider(botmesh_testing::TestProvider::new()).build()?;
+//! # bot.start().await?;
+//! # let m = Inbound::text("test", "m1", "chat", "hi");
+//! # assert_eq!(deliver(&bot, m.clone()).await, 200);
+//! # assert_eq!(deliver(&bot, m).await, 200);
+//! # bot.stop().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! # Where things are
 //!
 //! The crate root holds what a bot author uses: [`Bot`] and its builder, flows and
