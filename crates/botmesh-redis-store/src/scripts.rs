@@ -108,3 +108,57 @@ pub(crate) const INBOX_PENDING: &str = include_str!("../scripts/inbox_pending.lu
 pub(crate) fn with_prelude(body: &str) -> String {
     format!("{PRELUDE}\n{body}")
 }
+
+/// The coordinator's scripts.
+pub(crate) const COORDINATION: [&str; 9] =
+    [TAKE_TICKETS, TRY_TURN, RELEASE, CANCEL, ABANDON, TRY_LEAD, RESIGN, PUBLISH_STATUS, CLUSTER];
+
+/// The store's scripts.
+pub(crate) const STORE: [&str; 14] = [
+    UPSERT_CHAT,
+    SET_CHECKPOINT,
+    CLEAR_CHECKPOINT,
+    TASK_CLAIM,
+    ACQUIRE_LOCK,
+    RENEW_LOCK,
+    RELEASE_LOCK,
+    ACQUIRE_LEASE,
+    RENEW_LEASE,
+    RELEASE_LEASE,
+    INBOX_APPEND,
+    INBOX_ACK,
+    INBOX_CLAIM,
+    INBOX_PENDING,
+];
+
+/// Loads `bodies` (with the prelude) into the server's script cache at connect, in one round
+/// trip on a single server (one command per script, each to every primary, in a cluster), so
+/// that a burst on a fresh server runs them by hash at once instead of each caller loading
+/// them again. A script the server lost later (a restart) is loaded again by its first call.
+/// A failure here is only logged: calls load what they miss.
+pub(crate) async fn preload(conn: &crate::conn::Conn, bodies: &[&str]) {
+    use crate::conn::Conn;
+    let mut conn = conn.clone();
+    let loaded: redis::RedisResult<()> = match &mut conn {
+        Conn::Single(single) => {
+            let mut pipe = redis::pipe();
+            for body in bodies {
+                pipe.cmd("SCRIPT").arg("LOAD").arg(with_prelude(body)).ignore();
+            }
+            pipe.query_async(single).await
+        }
+        Conn::Cluster(cluster) => {
+            let mut result = Ok(());
+            for body in bodies {
+                let load = redis::cmd("SCRIPT").arg("LOAD").arg(with_prelude(body)).clone();
+                if let Err(e) = load.query_async::<redis::Value>(cluster).await {
+                    result = Err(e);
+                }
+            }
+            result
+        }
+    };
+    if let Err(e) = loaded {
+        tracing::debug!(target: "botmesh", error = %e, "scripts not preloaded; calls load them");
+    }
+}

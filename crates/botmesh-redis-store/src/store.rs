@@ -97,6 +97,12 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+/// The store's scripts and its coordinator's, which shares the connection: one round trip.
+async fn preload_all(conn: &Conn) {
+    let all: Vec<&str> = scripts::STORE.iter().chain(&scripts::COORDINATION).copied().collect();
+    scripts::preload(conn, &all).await;
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -115,6 +121,7 @@ impl RedisStore {
     /// Connects with full options (a cluster, timeouts).
     pub async fn connect(options: RedisOptions) -> Result<Self> {
         let (conn, client) = Connect::from(&options).open().await?;
+        preload_all(&conn).await;
         Ok(Self {
             conn,
             client,
@@ -132,6 +139,7 @@ impl RedisStore {
         let address = client.get_connection_info().addr().to_string();
         let options = RedisOptions::new(&format!("redis://{address}"), prefix);
         let conn = Connect::from(&options).open_single(client.clone()).await?;
+        preload_all(&conn).await;
         Ok(Self {
             conn,
             client,

@@ -47,6 +47,43 @@ async fn a_store_on_the_application_s_own_client_passes_both_suites_and_keeps_co
     store_conformance(Arc::new(store)).await;
 }
 
+/// How many `SCRIPT` commands (loads) the server executed so far.
+async fn script_commands(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
+    // `cmdstat_script|load:calls=N,...` (Redis 7 counts subcommands apart), or
+    // `cmdstat_script:calls=N,...` on older servers.
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_script:") || l.starts_with("cmdstat_script|"))
+        .filter_map(|l| l.split_once(":calls=").and_then(|(_, rest)| rest.split(',').next()))
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_loaded_at_connect_so_a_burst_on_a_fresh_server_loads_none() {
+    let server = RedisServer::start().unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let store = RedisStore::new(&server.url(), "burst").await.unwrap();
+    let loaded_at_connect = script_commands(&mut admin).await;
+    assert_eq!(loaded_at_connect, 23, "the store's 14 scripts and the coordinator's 9");
+    let coordinator = Arc::new(store.coordinator(std::time::Duration::from_secs(5)));
+    let burst: Vec<_> = (0..200)
+        .map(|i| {
+            let coordinator = Arc::clone(&coordinator);
+            tokio::spawn(async move {
+                let key = botmesh_traits::ChatKey::from(format!("chat-{}", i % 50));
+                coordinator.take_ticket(&key).await.unwrap()
+            })
+        })
+        .collect();
+    for ticket in burst {
+        ticket.await.unwrap();
+    }
+    store.set_user_data("ada", "{}").await.unwrap();
+    assert_eq!(script_commands(&mut admin).await, loaded_at_connect, "no load on the message path");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_passes_the_conformance_suite_in_the_cluster_layout_on_one_server() {
     let server = RedisServer::start().unwrap();

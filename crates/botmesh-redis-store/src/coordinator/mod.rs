@@ -128,6 +128,7 @@ impl RedisCoordinator {
     /// until [`with_lease`](Self::with_lease) sets it.
     pub async fn connect(options: RedisOptions) -> Result<Self> {
         let (conn, client) = Connect::from(&options).open().await?;
+        scripts::preload(&conn, &scripts::COORDINATION).await;
         let keys = Keys::new(&options.prefix, options.layout);
         Ok(Self::from_parts(conn, client, keys, &options, botmesh_traits::DEFAULT_LEASE))
     }
