@@ -40,7 +40,7 @@ impl std::fmt::Debug for MongoOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the password.
         f.debug_struct("MongoOptions")
-            .field("url", &redact(&self.url))
+            .field("url", &botmesh_traits::redact_url(&self.url))
             .field("database", &self.database)
             .field("collection_prefix", &self.collection_prefix)
             .field("max_pool_size", &self.max_pool_size)
@@ -50,19 +50,6 @@ impl std::fmt::Debug for MongoOptions {
             .field("app_name", &self.app_name)
             .field("migrate", &self.migrate)
             .finish()
-    }
-}
-
-/// `url` without its password (`mongodb://user:***@host/..`).
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let (authority, tail) = rest.find('/').map_or((rest, ""), |at| rest.split_at(at));
-    match authority.rsplit_once('@') {
-        Some((auth, hosts)) => match auth.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{hosts}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
     }
 }
 

@@ -73,20 +73,7 @@ pub(crate) struct Connect {
 }
 
 /// The URL without its password, for logs and errors.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    match rest.rsplit_once('@') {
-        Some((auth, host)) => {
-            let user = auth.split_once(':').map_or(auth, |(u, _)| u);
-            if user.is_empty() {
-                format!("{scheme}://***@{host}")
-            } else {
-                format!("{scheme}://{user}:***@{host}")
-            }
-        }
-        None => url.to_owned(),
-    }
-}
+pub(crate) use botmesh_traits::redact_url as redact;
 
 fn config_error(msg: String) -> Error {
     Error::Configuration(BoxError::from(msg))

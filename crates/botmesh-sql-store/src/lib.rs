@@ -37,38 +37,6 @@ pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore};
 
-/// `url` without its password, for `Debug` output.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
-    let host = match authority.rsplit_once('@') {
-        Some((auth, host)) => match auth.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{host}"),
-            None => format!("{auth}@{host}"),
-        },
-        None => authority.to_owned(),
-    };
-    let Some(path) = path else { return format!("{scheme}://{host}") };
-    // A password may also come as a query parameter (`?password=..`, `?sslpassword=..`).
-    let path = match path.split_once('?') {
-        Some((db, query)) => {
-            let params: Vec<String> = query
-                .split('&')
-                .map(|p| match p.split_once('=') {
-                    Some((k, _)) if k.to_ascii_lowercase().contains("password") => {
-                        format!("{k}=***")
-                    }
-                    _ => p.to_owned(),
-                })
-                .collect();
-            format!("{db}?{}", params.join("&"))
-        }
-        None => path.to_owned(),
-    };
-    format!("{scheme}://{host}/{path}")
-}
-
 /// The `state` column of an inbox row (`'acked'` or `'pending'`) as the journal's state.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 fn inbox_state(state: Option<&str>) -> botmesh_traits::InboxState {

@@ -88,7 +88,7 @@ impl std::fmt::Debug for PostgresOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the password.
         f.debug_struct("PostgresOptions")
-            .field("url", &crate::redact(&self.url))
+            .field("url", &botmesh_traits::redact_url(&self.url))
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("migrate", &self.migrate)

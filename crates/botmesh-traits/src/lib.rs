@@ -60,6 +60,7 @@ mod error;
 mod intake;
 mod message;
 mod provider;
+mod redact;
 mod store;
 #[cfg(feature = "webhook")]
 pub mod webhook;
@@ -76,6 +77,7 @@ pub use provider::{
     Capabilities, Delivery, DeliveryStatus, InboundStream, Provider, ProviderEvent, SendReceipt,
     TransportStatus,
 };
+pub use redact::redact_url;
 pub use store::{
     CasOutcome, CasStore, ChatRecord, CheckpointRecord, CheckpointWrite, FencedLock, InboxAppend,
     InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore, LockStore, Store, TaskStore,
