@@ -3,14 +3,22 @@
 //! Each suite prints its figures as `name: value unit` and writes them to the JSON file named
 //! on the command line as one flat object `{"name": number}`.
 
+mod allocs;
 mod common;
 mod coord_suite;
 mod core_suite;
 mod metered;
 mod redis_suite;
 mod stores_suite;
+mod waits;
 
 use std::path::PathBuf;
+
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+/// The system allocator, counting (see `allocs.rs`).
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
 type Figures = Vec<(&'static str, f64, &'static str)>;
 

@@ -19,7 +19,15 @@
 //!   plain commands, not the commands scripts run inside Redis), the durable run minus the same
 //!   run without durability. Expected: the journal append, its acknowledgement and the outbox
 //!   claim of the reply.
-//! - `durable_msgs_per_s`: the `replicas3_msgs_per_s` load with durability on.
+//! - `durable_msgs_per_s`: the `replicas3_msgs_per_s` load with durability on;
+//!   `durable_vs_replicas3_ratio` the one over the other.
+//! - `redis_cmds_per_msg`: every command Redis executed during the `replicas3_msgs_per_s` load
+//!   (the commands scripts run inside Redis included, heartbeats too), per message, from
+//!   `INFO commandstats`.
+//! - `allocs_per_msg`: allocations per message for one coordinated echo replica (see
+//!   [`allocs_per_msg`]).
+//! - `polls_while_waiting`, `heartbeat_cmds_while_waiting`, and the `w3_` figures: see
+//!   `waits.rs`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,10 +38,10 @@ use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore};
 use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 
-use crate::common::{percentile, spread};
-use crate::{Figures, metered};
+use crate::common::{CHATS, PER_CHAT, percentile, spread};
+use crate::{Figures, allocs, metered, waits};
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn echo(builder: BotBuilder) -> BotBuilder {
     builder.on_message(|ctx| async move {
@@ -42,7 +50,7 @@ fn echo(builder: BotBuilder) -> BotBuilder {
     })
 }
 
-async fn coordinated(
+pub(crate) async fn coordinated(
     url: &str,
     prefix: &str,
     id: &str,
@@ -65,6 +73,49 @@ async fn flush(url: &str) -> Res<()> {
     redis::cmd("FLUSHALL").query_async::<()>(&mut conn).await?;
     redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut conn).await?;
     Ok(())
+}
+
+async fn reset_stats(url: &str) -> Res<()> {
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut conn).await?;
+    Ok(())
+}
+
+/// Every command Redis executed since the last reset, the commands scripts ran inside it
+/// included, from `INFO commandstats` (the bench's own `INFO` and `CONFIG` left out).
+async fn commands_executed(url: &str) -> Res<u64> {
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
+    Ok(stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| !l.starts_with("info:") && !l.starts_with("config|"))
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum())
+}
+
+/// Allocations per message for one coordinated echo replica (memory store): 200 chats × 100
+/// messages, after a warm-up, counted by the bench's allocator over the whole process.
+async fn allocs_per_msg(url: &str) -> Res<f64> {
+    const CHATS: usize = 200;
+    const PER_CHAT: usize = 100;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (bot, provider) = coordinated(url, "al", "a", store, echo(Bot::builder())).await?;
+    let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
+    for chat in &chats {
+        provider.say(chat, "warm");
+    }
+    provider.settled(&bot).await;
+    let before = allocs::count();
+    for _ in 0..PER_CHAT {
+        for chat in &chats {
+            provider.say(chat, "hello");
+        }
+    }
+    provider.settled(&bot).await;
+    let allocations = allocs::count() - before;
+    bot.stop().await?;
+    Ok(allocations as f64 / (CHATS * PER_CHAT) as f64)
 }
 
 /// The script calls a Redis round trip can be: every command a script runs inside Redis is
@@ -242,6 +293,12 @@ pub(crate) async fn run() -> Res<Figures> {
 
     let per_msg = roundtrips(&url).await?;
     flush(&url).await?;
+    let allocations = allocs_per_msg(&url).await?;
+    flush(&url).await?;
+    let watched = waits::polls_while_waiting(&url).await?;
+    flush(&url).await?;
+    let w3 = waits::ordered_arrivals(&url).await?;
+    flush(&url).await?;
     let gaps = handoffs(&url, false).await?;
     flush(&url).await?;
     let naive_gaps = handoffs(&url, true).await?;
@@ -252,7 +309,9 @@ pub(crate) async fn run() -> Res<Figures> {
     for id in ["a", "b", "c"] {
         three.push(coordinated(&url, "load", id, Arc::clone(&store), echo(Bot::builder())).await?);
     }
+    reset_stats(&url).await?;
     let replicas3 = spread(&three).await?;
+    let cmds_per_msg = commands_executed(&url).await? as f64 / (CHATS * PER_CHAT) as f64;
     if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
         let mut conn =
             redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?;
@@ -313,8 +372,12 @@ pub(crate) async fn run() -> Res<Figures> {
         );
     }
     let (metrics_off, metrics_on) = (metered::median(off), metered::median(on));
-    Ok(vec![
+    let mut figures = vec![
         ("coord_roundtrips_per_msg", per_msg, "commands/msg"),
+        ("redis_cmds_per_msg", cmds_per_msg, "commands/msg"),
+        ("polls_while_waiting", watched.polls as f64, "commands"),
+        ("heartbeat_cmds_while_waiting", watched.heartbeats as f64, "commands"),
+        ("allocs_per_msg", allocations, "allocations/msg"),
         ("handoff_p50_us", percentile(&gaps, 0.50), "us"),
         ("handoff_p99_us", percentile(&gaps, 0.99), "us"),
         ("naive_handoff_p50_us", percentile(&naive_gaps, 0.50), "us"),
@@ -328,5 +391,8 @@ pub(crate) async fn run() -> Res<Figures> {
         ("replicas3_vs_naive_ratio", replicas3 / naive, "x"),
         ("durable_extra_writes_per_msg", extra_writes, "commands/msg"),
         ("durable_msgs_per_s", durable, "msg/s"),
-    ])
+        ("durable_vs_replicas3_ratio", durable / replicas3, "x"),
+    ];
+    figures.extend(waits::w3_figures(&w3));
+    Ok(figures)
 }

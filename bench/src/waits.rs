@@ -1,0 +1,213 @@
+//! Waiting for a turn, over one private Redis.
+//!
+//! - `polls_while_waiting`: 1,000 chats whose turns replica `a` holds in a 12-second handler,
+//!   each with a message queued behind it on replica `b`. For 10 seconds once all wait, every
+//!   command a client sends Redis is watched (`MONITOR`): those that are neither a heartbeat
+//!   (the liveness `SET`s, the status publishes, and the liveness reads of the incarnations
+//!   the waiters wait behind, which cost one command per incarnation, not per waiter) count
+//!   as polls. `heartbeat_cmds_while_waiting` is the number of the others.
+//! - `w3_wait_p50_ms`, `w3_wait_p99_ms`, `w3_handoff_p50_us`, `w3_handoff_p99_us`: 200 chats ×
+//!   10 messages arriving 20 ms apart at three replicas in one process (each message to a
+//!   random replica), a 50 ms handler. A message's wait is its handler's start minus its
+//!   arrival; an ideal FIFO, where each message starts the moment the one before it in its
+//!   chat ends, gives waits of 0, 30, 60, … 270 ms (a p50 of 120 ms). A hand-off is the start
+//!   of a message that was already waiting minus the end of the one before it in its chat:
+//!   the coordination's own share of the wait.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use botmesh_core::traits::Store;
+use botmesh_core::{Bot, BotError, Inbound, MemoryStore, MessageId};
+use futures_util::StreamExt;
+
+use crate::common::percentile;
+use crate::redis_suite::{Res, coordinated};
+
+/// What a client sent Redis while the chats waited, by kind.
+#[derive(Debug, Default)]
+pub(crate) struct Watched {
+    /// Heartbeats: liveness `SET`s, status publishes, liveness reads.
+    pub(crate) heartbeats: u64,
+    /// Everything else: per-chat polls.
+    pub(crate) polls: u64,
+}
+
+/// Sorts one `MONITOR` line: `TIME [DB CLIENT] "CMD" "ARG" …`. Lines of scripts (`lua`) and
+/// of the watcher's own commands are left out.
+fn classify(line: &str, watched: &mut Watched) {
+    let Some((client, command)) = line.split_once("] ") else { return };
+    if client.ends_with(" lua") {
+        return;
+    }
+    let lower = command.to_ascii_lowercase();
+    let heartbeat = (lower.starts_with("\"set\"") && lower.contains(":coord:r:"))
+        || (lower.starts_with("\"pttl\"") && lower.contains(":coord:r:"))
+        || (lower.starts_with("\"exists\"") && lower.contains(":coord:r:"))
+        || lower.contains(":coord:replicas:");
+    if heartbeat {
+        watched.heartbeats += 1;
+    } else if !lower.starts_with("\"info\"") && !lower.starts_with("\"config\"") {
+        watched.polls += 1;
+    }
+}
+
+/// The `polls_while_waiting` load: returns what clients sent Redis in the 10-second window.
+pub(crate) async fn polls_while_waiting(url: &str) -> Res<Watched> {
+    const CHATS: usize = 1_000;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let holding = Arc::new(AtomicUsize::new(0));
+    let held = Arc::clone(&holding);
+    let slow = Bot::builder().on_message(move |_ctx| {
+        let held = Arc::clone(&held);
+        async move {
+            held.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(12)).await;
+            Ok::<_, BotError>(())
+        }
+    });
+    let (a, pa) = coordinated(url, "pw", "a", Arc::clone(&store), slow).await?;
+    let quick = Bot::builder().on_message(|_ctx| async { Ok::<_, BotError>(()) });
+    let (b, pb) = coordinated(url, "pw", "b", Arc::clone(&store), quick).await?;
+    for c in 0..CHATS {
+        pa.say(&format!("chat-{c}"), "hold");
+    }
+    // Every turn held by `a` (generous: 1,000 handlers start within a few hundred ms).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while holding.load(Ordering::SeqCst) < CHATS {
+        if Instant::now() > deadline {
+            return Err("replica a did not take every turn within 30 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for c in 0..CHATS {
+        pb.say(&format!("chat-{c}"), "wait");
+    }
+    // Every ticket of `b` queued: a second is far more than 1,000 ticket calls take here.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let monitor = redis::Client::open(url)?.get_async_monitor().await?;
+    let mut lines = monitor.into_on_message::<String>();
+    let mut watched = Watched::default();
+    let window = tokio::time::sleep(Duration::from_secs(10));
+    tokio::pin!(window);
+    loop {
+        tokio::select! {
+            () = &mut window => break,
+            line = lines.next() => match line {
+                Some(line) => classify(&line, &mut watched),
+                None => return Err("the MONITOR connection closed".into()),
+            },
+        }
+    }
+    drop(lines);
+    if holding.load(Ordering::SeqCst) != CHATS || !pb.sent().is_empty() {
+        return Err("a waiting message ran before the window ended".into());
+    }
+    pa.settled(&a).await;
+    pb.settled(&b).await;
+    a.stop().await?;
+    b.stop().await?;
+    Ok(watched)
+}
+
+/// One handled message: chat, index in its chat, handler start and end.
+type Span = (usize, usize, Instant, Instant);
+
+/// The w3 figures: waits (ms) and hand-offs (µs), each sorted.
+pub(crate) struct W3 {
+    pub(crate) waits_ms: Vec<f64>,
+    pub(crate) handoffs_us: Vec<f64>,
+}
+
+/// The ordered-arrival load: 200 chats × 10 messages 20 ms apart, three replicas, a 50 ms
+/// handler.
+pub(crate) async fn ordered_arrivals(url: &str) -> Res<W3> {
+    const CHATS: usize = 200;
+    const PER_CHAT: usize = 10;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let log: Arc<Mutex<Vec<Span>>> = Arc::default();
+    let mut replicas = Vec::new();
+    for id in ["a", "b", "c"] {
+        let log = Arc::clone(&log);
+        let builder = Bot::builder().on_message(move |ctx| {
+            let log = Arc::clone(&log);
+            async move {
+                let start = Instant::now();
+                let body = ctx.body();
+                let (chat, n) = body.split_once(' ').ok_or("no index")?;
+                let (chat, n): (usize, usize) = (chat.parse()?, n.parse()?);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                log.lock().map_err(|_| "poisoned")?.push((chat, n, start, Instant::now()));
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            }
+        });
+        replicas.push(coordinated(url, "w3", id, Arc::clone(&store), builder).await?);
+    }
+    let mut arrivals: HashMap<(usize, usize), Instant> = HashMap::new();
+    let mut pick: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    for n in 0..PER_CHAT {
+        tick.tick().await;
+        for c in 0..CHATS {
+            pick ^= pick << 13;
+            pick ^= pick >> 7;
+            pick ^= pick << 17;
+            let provider = &replicas[(pick % 3) as usize].1;
+            let id = MessageId::from(format!("{n}-{c}"));
+            arrivals.insert((c, n), Instant::now());
+            let _ = provider.inject(Inbound::text(
+                "test",
+                id,
+                format!("chat-{c}").as_str(),
+                format!("{c} {n}").as_str(),
+            ));
+        }
+    }
+    for (bot, provider) in &replicas {
+        provider.settled(bot).await;
+    }
+    for (bot, _) in &replicas {
+        bot.stop().await?;
+    }
+    let mut log = log.lock().map_err(|_| "poisoned")?.clone();
+    if log.len() != CHATS * PER_CHAT {
+        return Err(format!("{} messages handled of {}", log.len(), CHATS * PER_CHAT).into());
+    }
+    log.sort_by_key(|&(chat, n, ..)| (chat, n));
+    let mut waits_ms = Vec::with_capacity(log.len());
+    let mut handoffs_us = Vec::new();
+    for (i, &(chat, n, start, _)) in log.iter().enumerate() {
+        let arrived = arrivals.get(&(chat, n)).copied().ok_or("an unknown message")?;
+        waits_ms.push(start.saturating_duration_since(arrived).as_secs_f64() * 1e3);
+        if n > 0
+            && let Some(&(prev_chat, prev_n, _, prev_end)) = i.checked_sub(1).and_then(|p| log.get(p))
+            && prev_chat == chat
+            && prev_n + 1 == n
+        {
+            if start < prev_end {
+                return Err(format!("chat {chat}: message {n} started before {prev_n} ended").into());
+            }
+            if arrived < prev_end {
+                handoffs_us.push(start.duration_since(prev_end).as_secs_f64() * 1e6);
+            }
+        }
+    }
+    waits_ms.sort_by(f64::total_cmp);
+    handoffs_us.sort_by(f64::total_cmp);
+    if handoffs_us.is_empty() {
+        return Err("no message waited for the one before it".into());
+    }
+    Ok(W3 { waits_ms, handoffs_us })
+}
+
+/// The w3 figures, named.
+pub(crate) fn w3_figures(w3: &W3) -> [(&'static str, f64, &'static str); 4] {
+    [
+        ("w3_wait_p50_ms", percentile(&w3.waits_ms, 0.50), "ms"),
+        ("w3_wait_p99_ms", percentile(&w3.waits_ms, 0.99), "ms"),
+        ("w3_handoff_p50_us", percentile(&w3.handoffs_us, 0.50), "us"),
+        ("w3_handoff_p99_us", percentile(&w3.handoffs_us, 0.99), "us"),
+    ]
+}
