@@ -19,6 +19,7 @@ mod promises_defaults;
 mod promises_handover;
 mod promises_transport;
 mod providers;
+mod reads;
 mod redis_faults;
 mod replicas;
 mod resume;

@@ -46,17 +46,28 @@ pub(crate) fn builder() -> (BotBuilder, TestProvider, Recorder) {
 pub(crate) struct PlainStore {
     inner: botmesh_core::MemoryStore,
     shared: bool,
+    /// How many times a checkpoint was read.
+    checkpoint_reads: std::sync::atomic::AtomicUsize,
 }
 
 impl PlainStore {
     /// Shared by replicas, as a custom store without compare-and-set might be.
     pub(crate) fn shared() -> Self {
-        Self { inner: botmesh_core::MemoryStore::new(), shared: true }
+        Self { shared: true, ..Self::local() }
     }
 
     /// One process's store.
     pub(crate) fn local() -> Self {
-        Self { inner: botmesh_core::MemoryStore::new(), shared: false }
+        Self {
+            inner: botmesh_core::MemoryStore::new(),
+            shared: false,
+            checkpoint_reads: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// How many times a checkpoint was read so far.
+    pub(crate) fn checkpoint_reads(&self) -> usize {
+        self.checkpoint_reads.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -92,6 +103,7 @@ impl botmesh_core::traits::Store for PlainStore {
         &self,
         key: &str,
     ) -> botmesh_core::traits::Result<Option<botmesh_core::traits::CheckpointRecord>> {
+        self.checkpoint_reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.get_checkpoint(key).await
     }
 

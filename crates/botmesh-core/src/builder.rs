@@ -351,7 +351,9 @@ impl BotBuilder {
             .coordination
             .as_ref()
             .map_or_else(|| uuid::Uuid::new_v4().to_string(), |c| c.incarnation());
+        let has_flows = !defs.is_empty();
         let def = Definitions {
+            has_flows,
             defs,
             triggered,
             handlers: self.handlers,

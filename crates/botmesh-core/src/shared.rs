@@ -54,6 +54,9 @@ pub(crate) struct Definitions {
     pub(crate) has_persistent: bool,
     /// Some flow is set aside when interrupted, to resume later.
     pub(crate) has_resumable: bool,
+    /// Some flow or conversation is defined: a checkpoint another replica wrote (a forwarded
+    /// flow in a rolling deploy) can be resumed here.
+    pub(crate) has_flows: bool,
     /// The largest message body taken in.
     pub(crate) max_body_bytes: usize,
     /// How conversations are carried between replicas.

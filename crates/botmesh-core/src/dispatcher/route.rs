@@ -45,10 +45,14 @@ impl Worker {
             }
         }
         let Some(msg) = self.run_hooks(Message::new(inbound)).await else { return };
-        // Only a chat that may have something in the store costs a read: persistent flows,
-        // hand-over writes, or another replica (or process) having held the chat.
-        let reads =
-            shared.def.has_persistent || shared.def.handover.writes_anything() || changed_hands;
+        // Only a chat that may have something in the store this bot can use costs a read:
+        // persistent flows, hand-over writes, or another replica having held the chat of a bot
+        // with flows (a replica that does not forward still resumes a forwarded checkpoint
+        // once). A bot without flows routes every message as new: a hand-off costs no read.
+        let def = &shared.def;
+        let reads = def.has_persistent
+            || def.handover.writes_anything()
+            || (changed_hands && def.has_flows);
         let found = match self.active {
             None if reads => self.load_checkpoint(&msg).await,
             _ => None,
