@@ -182,12 +182,15 @@ pub(crate) async fn ordered_arrivals(url: &str) -> Res<W3> {
         let arrived = arrivals.get(&(chat, n)).copied().ok_or("an unknown message")?;
         waits_ms.push(start.saturating_duration_since(arrived).as_secs_f64() * 1e3);
         if n > 0
-            && let Some(&(prev_chat, prev_n, _, prev_end)) = i.checked_sub(1).and_then(|p| log.get(p))
+            && let Some(&(prev_chat, prev_n, _, prev_end)) =
+                i.checked_sub(1).and_then(|p| log.get(p))
             && prev_chat == chat
             && prev_n + 1 == n
         {
             if start < prev_end {
-                return Err(format!("chat {chat}: message {n} started before {prev_n} ended").into());
+                return Err(
+                    format!("chat {chat}: message {n} started before {prev_n} ended").into()
+                );
             }
             if arrived < prev_end {
                 handoffs_us.push(start.duration_since(prev_end).as_secs_f64() * 1e6);

@@ -48,58 +48,143 @@ local function live_holder(st, prefix)
   passed(st, inc)
   return nil
 end
--- The first ticket of a live incarnation; tickets of dead ones are dropped on the way.
-local function head(q, prefix, st)
+-- Pops the first ticket of a live incarnation; tickets of dead ones are dropped on the way.
+-- The caller's own incarnation `inc` is running this script, so its tickets are not checked.
+-- Also returns whether it dropped any (the passed-over list changed).
+local function pop_head(q, prefix, st, inc)
+  local dropped = false
   while true do
-    local m = redis.call('ZRANGE', q, 0, 0)[1]
-    if not m then return nil end
-    local inc = owner(m)
-    if alive(prefix, inc) then return m end
-    redis.call('ZREM', q, m)
-    passed(st, inc)
+    local m = redis.call('ZPOPMIN', q)[1]
+    if not m then return nil, dropped end
+    local owner_inc = owner(m)
+    if owner_inc == inc or alive(prefix, owner_inc) then return m, dropped end
+    passed(st, owner_inc)
+    dropped = true
   end
 end
--- Gives the free turn to queued ticket `m`; returns {seq, incarnation, fence, previous,
--- passed over}. The previous holder is kept in 'p' ('' for none) to be restored if the turn
--- goes unused; the incarnations passed over move from 'd' to 'hd', where the holder can read
--- them again.
-local function grant(st, q, m)
+-- Gives the free turn to ticket `m`, popped from the queue; returns {seq, incarnation, fence,
+-- previous, passed over}. A turn's fence is its ticket's number: tickets are granted in
+-- order, so fences grow. The previous holder is kept in 'p' ('' for none) to be restored if
+-- the turn goes unused; the incarnations passed over move from 'd' to 'hd', where the holder
+-- can read them again. `l` and `d`, when the caller read them already, spare a read.
+local function grant(st, m, l, d)
   local seq, inc, tid, replica = fields(m)
-  redis.call('ZREM', q, m)
-  local fence = s(counter(st, 'f'))
-  local prev = redis.call('HGET', st, 'l') or ''
-  local over = redis.call('HGET', st, 'd') or ''
-  redis.call('HDEL', st, 'd')
-  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. fence .. '|' .. tid, 'l', replica, 'p', prev, 'hd', over)
-  return {seq, inc, fence, prev, over}
+  if l == nil then
+    local cur = redis.call('HMGET', st, 'l', 'd')
+    l, d = cur[1], cur[2]
+  end
+  local prev, over = l or '', d or ''
+  if over ~= '' then redis.call('HDEL', st, 'd') end
+  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. seq .. '|' .. tid, 'l', replica, 'p', prev, 'hd', over)
+  return {seq, inc, seq, prev, over}
 end
 -- Puts the previous holder back after an unused turn.
 local function restore_previous(st)
   local p = redis.call('HGET', st, 'p')
   if p and p ~= '' then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
 end
--- With the turn free, hands it to the first live ticket. Another incarnation is told on its
--- own channel, grant included, so its waiter needs no round trip; a ticket of the caller's
--- incarnation is answered in the reply instead. Returns the grant, if any.
-local function hand_over(st, q, prefix, wake, key, inc, free)
-  if not free and live_holder(st, prefix) then return nil end
-  local m = head(q, prefix, st)
-  if not m then return nil end
-  local g = grant(st, q, m)
+-- Tells the incarnation a grant went to, on its own channel, grant included, so its waiter
+-- needs no round trip; a grant to the caller's incarnation `inc` is answered in the reply
+-- instead, and returned as `{seq, fence, prev, passed over}`.
+local function announce(g, wake, key, inc)
   if g[2] ~= inc then
     redis.call('PUBLISH', wake .. g[2], key .. '\n' .. g[1] .. '\n' .. g[3] .. '\n' .. g[4] .. '\n' .. g[5])
     return nil
   end
-  return g
+  return {g[1], g[3], g[4], g[5]}
+end
+-- With the turn free, hands it to the first live ticket (see `announce`). `free`: the caller
+-- cleared the holder itself, so there is none to check. Returns the caller's grant, if any,
+-- and whether the chat is idle (no holder, nothing queued).
+local function hand_over(st, q, prefix, wake, key, inc, free)
+  if not free and live_holder(st, prefix) then return nil, false end
+  local m = pop_head(q, prefix, st, inc)
+  if not m then return nil, true end
+  return announce(grant(st, m), wake, key, inc), false
 end
 -- After a turn was freed: hand it over, or let idle state expire. Returns a grant made to the
 -- caller's own incarnation as `{seq, fence, prev, passed over}`, else `{}`.
--- `free`: the caller just cleared the holder itself, so there is none to check.
 local function freed(st, q, prefix, wake, key, keep, inc, free)
-  local g = hand_over(st, q, prefix, wake, key, inc, free)
-  if g then return {g[1], g[3], g[4], g[5]} end
-  if redis.call('HEXISTS', st, 'h') == 0 and redis.call('ZCARD', q) == 0 then
-    redis.call('PEXPIRE', st, keep)
-  end
+  local g, idle = hand_over(st, q, prefix, wake, key, inc, free)
+  if g then return g end
+  if idle then redis.call('PEXPIRE', st, keep) end
   return {}
+end
+-- Takes `count` tickets of chat `key` in order (state `st`, queue `q`) for the call `tid`.
+-- A free turn has nothing queued (it is always handed to the first live ticket), so the first
+-- new ticket takes it at once. Returns the tickets' numbers, the grant made to this
+-- incarnation (`seq, fence, prev, passed over`, or four ''), and the incarnation holding the
+-- turn ('' when unknown).
+local function take(st, q, inc, replica, prefix, wake, key, count, tid)
+  local cur = redis.call('HMGET', st, 'h', 'l', 'd')
+  local h = cur[1]
+  local last = redis.call('HINCRBY', st, 'n', count)
+  if last == count then
+    -- A new counter starts from the clock (see `counter`).
+    last = tonumber(clock_us()) + count - 1
+    redis.call('HSET', st, 'n', s(last))
+  end
+  local out, members, g = {}, {}, nil
+  for i = 1, count do
+    local seq = s(last - count + i)
+    out[i] = seq
+    local m = seq .. '|' .. inc .. '|' .. tid .. '|' .. replica
+    if i == 1 and not h then
+      redis.call('PERSIST', st)
+      g = announce(grant(st, m, cur[2], cur[3]), wake, key, inc)
+    else
+      table.insert(members, seq)
+      table.insert(members, m)
+    end
+  end
+  if #members > 0 then redis.call('ZADD', q, unpack(members)) end
+  local holder = ''
+  if h then
+    holder = string.match(h, '^([^|]*)|')
+    if holder ~= inc and not alive(prefix, holder) then
+      -- Held by an incarnation that died: the turn goes to the first live ticket.
+      g = hand_over(st, q, prefix, wake, key, inc, false)
+      holder = string.match(redis.call('HGET', st, 'h') or '', '^([^|]*)|') or ''
+    end
+  end
+  if g then
+    -- The other tickets of this call wait behind the one granted.
+    table.insert(out, g[1]); table.insert(out, g[2]); table.insert(out, g[3]); table.insert(out, g[4])
+    holder = inc
+  else
+    table.insert(out, ''); table.insert(out, ''); table.insert(out, ''); table.insert(out, '')
+  end
+  table.insert(out, holder)
+  return out
+end
+-- Gives back the turn of ticket `seq` of this incarnation, used or not (`used` '1'/'0'),
+-- handing back (`back` '1': whoever the turn was told about is passed on to the next grant),
+-- then hands it to the first live ticket or lets the state expire after `keep` ms. Returns
+-- `{0}` when the turn was not ours, else `{1}` followed by a grant the turn went on to for
+-- another ticket of this incarnation (`seq, fence, prev, passed over`), if any.
+local function release(st, q, inc, seq, used, keep, wake, key, prefix, back)
+  local mine = inc .. '|' .. seq .. '|'
+  local cur = redis.call('HMGET', st, 'h', 'p', 'hd', 'l', 'd')
+  if not cur[1] or string.sub(cur[1], 1, #mine) ~= mine then return {0} end
+  local l, d = cur[4], cur[5]
+  if back == '1' then
+    passed(st, inc)
+    for other in string.gmatch(cur[3] or '', '[^,]+') do passed(st, other) end
+    l = nil
+  end
+  if used == '0' then
+    -- Put the previous holder back: this turn did nothing.
+    if cur[2] and cur[2] ~= '' then redis.call('HSET', st, 'l', cur[2]) else redis.call('HDEL', st, 'l') end
+    l = nil
+  end
+  local m, dropped = pop_head(q, prefix, st, inc)
+  if dropped then l = nil end
+  if not m then
+    redis.call('HDEL', st, 'h', 'hd')
+    redis.call('PEXPIRE', st, keep)
+    return {1}
+  end
+  local g = announce(grant(st, m, l, d), wake, key, inc)
+  if g then return {1, g[1], g[2], g[3], g[4]} end
+  return {1}
 end

@@ -7,7 +7,8 @@ if h and string.sub(h, 1, #mine) == mine then
   return {'granted', string.match(h, '^[^|]*|[^|]*|([^|]*)'), more[1] or '', more[2] or ''}
 end
 if not member_of(q, seq, inc) then return {'gone'} end
-local g = hand_over(st, q, prefix, wake, key, inc)
-if g and g[1] == seq then return {'granted', g[3], g[4], g[5]} end
-if g then return {'wait', g[1], g[3], g[4], g[5]} end
-return {'wait'}
+local g = hand_over(st, q, prefix, wake, key, inc, false)
+if g and g[1] == seq then return {'granted', g[2], g[3], g[4]} end
+local holder = string.match(redis.call('HGET', st, 'h') or '', '^([^|]*)|') or ''
+if g then return {'wait', g[1], g[2], g[3], g[4], holder} end
+return {'wait', '', '', '', '', holder}

@@ -11,26 +11,25 @@
 /// Helpers shared by the scripts.
 const PRELUDE: &str = include_str!("../scripts/prelude.lua");
 
-/// KEYS: state, queue. ARGV: incarnation, replica, alive prefix, lease ms, tid, wake prefix,
-/// chat key, count. Takes `count` tickets in order. Returns their numbers, then the turn when
-/// it went to one of this incarnation's tickets: `seq, fence, previous holder, passed over`,
-/// or four ''.
-pub(crate) const TAKE_TICKETS: &str = include_str!("../scripts/take_tickets.lua");
+/// KEYS: per call, state and queue. ARGV: incarnation, replica, alive prefix, lease ms, wake
+/// prefix, then per call `'t', chat key, count, tid` (take `count` tickets) or `'r', chat key,
+/// seq, used (1/0), keep ms, hand back (1/0)` (give a turn back). Runs the calls in order and
+/// returns, per call, its reply's length, then the reply. A take's reply: the tickets'
+/// numbers, then the turn when it went to one of this incarnation's tickets (`seq, fence,
+/// previous holder, passed over`, or four ''), then the incarnation holding the turn ('' when
+/// unknown). A release's: `0` when the turn was not ours, else `1` followed by a grant the turn
+/// went on to for another ticket of this incarnation (`seq, fence, prev, passed over`), if any.
+pub(crate) const TURNS: &str = include_str!("../scripts/turns.lua");
 
 /// KEYS: state, queue. ARGV: incarnation, alive prefix, seq, wake prefix, chat key.
 /// Returns `{'granted', fence, prev, passed over}`, `{'gone'}`, or `{'wait'}` followed by a
-/// grant made to another ticket of this incarnation (`seq, fence, prev, passed over`), if any.
+/// grant made to another ticket of this incarnation (`seq, fence, prev, passed over`, or four
+/// '') and the incarnation holding the turn ('' for none).
 pub(crate) const TRY_TURN: &str = include_str!("../scripts/try_turn.lua");
-
-/// KEYS: state, queue. ARGV: incarnation, seq, used (1/0), keep ms, wake prefix, chat key,
-/// alive prefix, hand back (1/0). Returns `{0}` when the turn was not ours, else `{1}`
-/// followed by a grant the turn went on to for another ticket of this incarnation (`seq,
-/// fence, prev, passed over`), if any.
-pub(crate) const RELEASE: &str = include_str!("../scripts/release.lua");
 
 /// KEYS: state, queue. ARGV: incarnation, seq, keep ms, wake prefix, chat key, alive prefix.
 /// Withdraws a ticket (or gives its turn back unused), naming this incarnation in the next
-/// grant. Returns like [`RELEASE`].
+/// grant. Returns like a release in [`TURNS`].
 pub(crate) const CANCEL: &str = include_str!("../scripts/cancel.lua");
 
 /// KEYS: state, queue. ARGV: incarnation, tid, keep ms, wake prefix, chat key, alive prefix.
@@ -110,8 +109,8 @@ pub(crate) fn with_prelude(body: &str) -> String {
 }
 
 /// The coordinator's scripts.
-pub(crate) const COORDINATION: [&str; 9] =
-    [TAKE_TICKETS, TRY_TURN, RELEASE, CANCEL, ABANDON, TRY_LEAD, RESIGN, PUBLISH_STATUS, CLUSTER];
+pub(crate) const COORDINATION: [&str; 8] =
+    [TURNS, TRY_TURN, CANCEL, ABANDON, TRY_LEAD, RESIGN, PUBLISH_STATUS, CLUSTER];
 
 /// The store's scripts.
 pub(crate) const STORE: [&str; 14] = [

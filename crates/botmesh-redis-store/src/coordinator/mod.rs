@@ -10,6 +10,7 @@ use botmesh_traits::{
 };
 use futures_util::future::join_all;
 use redis::Script;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -18,11 +19,15 @@ use crate::conn::{Conn, Connect, idempotent};
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
 
+mod batch;
 mod view;
 mod wake;
+mod watch;
 mod withdraw;
 
+use self::batch::{Batcher, Op};
 use self::wake::{Waiters, passed_over, subscriber};
+use self::watch::Watch;
 use self::withdraw::{Withdraw, Withdrawals};
 
 /// The waits between the tries of what this coordinator tries again in the background
@@ -50,9 +55,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 struct CoordScripts {
-    take_tickets: Script,
     try_turn: Script,
-    release: Script,
     cancel: Script,
     abandon: Script,
     try_lead: Script,
@@ -63,12 +66,16 @@ struct CoordScripts {
 
 /// A [`Coordinator`] on Redis.
 ///
-/// - An uncontended message takes its ticket and its turn in one round trip (one script) and
-///   gives the turn back in one.
-/// - A waiting ticket is woken by Redis: the release publishes the chat key on the prefix's
-///   wake channel, which every coordinator subscribes to once. Polling (from 5 ms, doubling to
-///   `max_poll`) remains only as the fallback for a missed wake-up, or a holder that died
-///   without releasing.
+/// - An uncontended message takes its ticket and its turn in one script call and gives the
+///   turn back in one. Tickets and releases asked for while earlier ones are on the wire go
+///   together, whatever their chats: one script call per batch (per shard in the cluster
+///   layout).
+/// - A waiting ticket is woken by Redis: the release that hands it the turn publishes the
+///   grant on the waiting incarnation's channel. A holder that dies announces nothing: the
+///   incarnations waited behind are watched, one liveness read per incarnation when its key
+///   would run out, and their waiters look again when one is gone. A waiter polls only while
+///   the channel is down (from 5 ms, doubling to `max_poll`), and otherwise once per lease as
+///   a safety net.
 /// - A replica's liveness is one key with a time to live (one per shard in the cluster
 ///   layout); a heartbeat is one `SET ... PX` per such key, whatever the number of chats held.
 ///   Turns and leaderships held by an incarnation whose key expired are taken back, and its
@@ -89,6 +96,12 @@ pub struct RedisCoordinator {
     scripts: Arc<CoordScripts>,
     waiters: Arc<Waiters>,
     subscriber: JoinHandle<()>,
+    /// Takes tickets and releases turns in batches; started by the first call, once the
+    /// replica id and lease are set.
+    batcher: std::sync::OnceLock<(Batcher, JoinHandle<()>)>,
+    /// The incarnations waited behind.
+    watch: Arc<Watch>,
+    watching: JoinHandle<()>,
     /// Withdraws tickets nobody will wait for, retrying until Redis answers.
     withdrawals: Withdrawals,
     withdrawer: JoinHandle<()>,
@@ -115,6 +128,10 @@ impl Drop for RedisCoordinator {
     fn drop(&mut self) {
         self.subscriber.abort();
         self.withdrawer.abort();
+        if let Some((_, batching)) = self.batcher.get() {
+            batching.abort();
+        }
+        self.watching.abort();
     }
 }
 
@@ -156,9 +173,7 @@ impl RedisCoordinator {
         let channel = format!("{}{incarnation}", keys.wake_prefix());
         let subscriber = tokio::spawn(subscriber(client, channel, Arc::clone(&waiters)));
         let scripts = Arc::new(CoordScripts {
-            take_tickets: s(scripts::TAKE_TICKETS),
             try_turn: s(scripts::TRY_TURN),
-            release: s(scripts::RELEASE),
             cancel: s(scripts::CANCEL),
             abandon: s(scripts::ABANDON),
             try_lead: s(scripts::TRY_LEAD),
@@ -177,6 +192,8 @@ impl RedisCoordinator {
             queued: Arc::default(),
         };
         let withdrawer = tokio::spawn(withdrawals.clone().run());
+        let watch = Arc::new(Watch::default());
+        let watching = tokio::spawn(Arc::clone(&watch).run(conn.clone(), keys.clone()));
         Self {
             conn,
             keys,
@@ -188,6 +205,9 @@ impl RedisCoordinator {
             scripts,
             waiters,
             subscriber,
+            batcher: std::sync::OnceLock::new(),
+            watch,
+            watching,
             withdrawals,
             withdrawer,
             registered: std::sync::atomic::AtomicBool::new(false),
@@ -222,6 +242,21 @@ impl RedisCoordinator {
         self.conn.clone()
     }
 
+    /// Runs `op` in the next batch of takes and releases.
+    async fn batched(&self, op: Op) -> batch::Reply {
+        let (batcher, _) = self.batcher.get_or_init(|| {
+            Batcher::spawn(batch::Context {
+                conn: self.conn(),
+                keys: self.keys.clone(),
+                script: Script::new(&with_prelude(scripts::TURNS)),
+                incarnation: self.incarnation.clone(),
+                replica_id: self.replica_id.clone(),
+                lease_ms: ms(self.lease),
+            })
+        });
+        batcher.call(op).await
+    }
+
     fn grant(key: &ChatKey, seq: &str, fence: &str, prev: &str, passed: &str) -> Result<TurnGrant> {
         let parse = |what: &str, s: &str| {
             s.parse::<u64>().map_err(|e| Error::corrupt(format!("{what} {s:?}"), e))
@@ -231,7 +266,9 @@ impl RedisCoordinator {
             .with_passed_over(passed_over(passed)))
     }
 
-    async fn try_turn(&self, ticket: &Ticket) -> Result<Option<TurnGrant>> {
+    /// Looks whether `ticket` has the turn (taking it when it is free), and otherwise which
+    /// incarnation holds it.
+    async fn try_turn(&self, ticket: &Ticket) -> Result<Look> {
         let (state, queue) = self.keys.turn(ticket.key.as_str());
         let reply: Vec<String> = self
             .scripts
@@ -248,11 +285,12 @@ impl RedisCoordinator {
             .map_err(|e| unavailable("waiting for a turn", e))?;
         match reply.as_slice() {
             [status, fence, prev, passed] if status == "granted" => {
-                Self::grant(&ticket.key, &ticket.seq.to_string(), fence, prev, passed).map(Some)
+                Self::grant(&ticket.key, &ticket.seq.to_string(), fence, prev, passed)
+                    .map(Look::Granted)
             }
             [status, rest @ ..] if status == "wait" => {
                 self.waiters.deliver(&ticket.key, rest);
-                Ok(None)
+                Ok(Look::Wait { holder: rest.get(4).cloned().unwrap_or_default() })
             }
             [status] if status == "gone" => Err(Error::CoordinationUnavailable {
                 reason: format!(
@@ -261,34 +299,41 @@ impl RedisCoordinator {
                 ),
                 source: None,
             }),
-            _ => Ok(None),
+            _ => Err(Error::corrupt("try_turn reply", format!("{reply:?}"))),
         }
     }
 
     async fn release(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
         // A hand-over message that arrived after the turn was found by polling is stale now.
         lock(&self.waiters.granted).remove(&(grant.key.clone(), grant.seq));
-        let (state, queue) = self.keys.turn(grant.key.as_str());
         let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
-        let reply: Vec<String> = self
-            .scripts
-            .release
-            .key(state)
-            .key(queue)
-            .arg(&self.incarnation)
-            .arg(grant.seq)
-            .arg(if options.used { "1" } else { "0" })
-            .arg(ms(keep))
-            .arg(self.keys.wake_prefix())
-            .arg(grant.key.as_str())
-            .arg(Keys::alive_prefix(&self.keys.shard(grant.key.as_str())))
-            .arg(if options.hand_back { "1" } else { "0" })
-            .invoke_async(&mut self.conn())
+        let reply = self
+            .batched(Op::Release {
+                key: grant.key.clone(),
+                seq: grant.seq,
+                used: options.used,
+                keep_ms: ms(keep),
+                hand_back: options.hand_back,
+            })
             .await
             .map_err(|e| unavailable("releasing a turn", e))?;
         self.waiters.deliver(&grant.key, reply.get(1..).unwrap_or_default());
         Ok(reply.first().is_some_and(|ok| ok == "1"))
     }
+
+    /// How long a waiter waits before it looks at Redis again without having been woken:
+    /// fast while the wake channel is down, else once per lease.
+    fn next_look(&self, subscribed: bool, poll: Duration) -> Duration {
+        if subscribed { self.lease } else { poll }
+    }
+}
+
+/// What a look at a waiting ticket found.
+enum Look {
+    /// The turn is the ticket's.
+    Granted(TurnGrant),
+    /// Another holds it: the holder's incarnation ('' when none).
+    Wait { holder: String },
 }
 
 #[async_trait]
@@ -320,24 +365,9 @@ impl Coordinator for RedisCoordinator {
         if count == 0 {
             return Ok(Vec::new());
         }
-        let (state, queue) = self.keys.turn(key.as_str());
         let tid = uuid::Uuid::new_v4().simple().to_string();
-        let reply: Vec<String> = match self
-            .scripts
-            .take_tickets
-            .key(state)
-            .key(queue)
-            .arg(&self.incarnation)
-            .arg(&self.replica_id)
-            .arg(Keys::alive_prefix(&self.keys.shard(key.as_str())))
-            .arg(ms(self.lease))
-            .arg(&tid)
-            .arg(self.keys.wake_prefix())
-            .arg(key.as_str())
-            .arg(count)
-            .invoke_async(&mut self.conn())
-            .await
-        {
+        let op = Op::Take { key: key.clone(), count, tid: tid.clone() };
+        let reply = match self.batched(op).await {
             Ok(reply) => reply,
             Err(e) => {
                 // The script may have run with its reply lost: withdraw whatever it queued.
@@ -348,20 +378,26 @@ impl Coordinator for RedisCoordinator {
                 return Err(unavailable("taking a ticket", e));
             }
         };
-        if reply.len() != count + 4 {
+        if reply.len() != count + 5 {
             return Err(Error::corrupt("take_tickets reply", format!("{reply:?}")));
         }
-        let (seqs, granted) = reply.split_at(count);
-        let granted = match granted {
-            [seq, fence, prev, passed] if !seq.is_empty() => {
+        let (seqs, rest) = reply.split_at(count);
+        let granted = match rest {
+            [seq, fence, prev, passed, _] if !seq.is_empty() => {
                 Some(Self::grant(key, seq, fence, prev, passed)?)
             }
             _ => None,
         };
+        let holder = rest.get(4).filter(|h| !h.is_empty());
         let mut tickets = Vec::with_capacity(count);
         for seq in seqs {
             let seq = seq.parse::<u64>().map_err(|e| Error::corrupt("ticket", e))?;
             let grant = granted.clone().filter(|g| g.seq == seq);
+            if grant.is_none()
+                && let Some(holder) = holder
+            {
+                lock(&self.waiters.holders).insert((key.clone(), seq), holder.clone());
+            }
             tickets.push(Ticket::new(key.clone(), seq, grant));
         }
         if let Some(grant) = granted.filter(|g| !tickets.iter().any(|t| t.seq == g.seq)) {
@@ -376,36 +412,47 @@ impl Coordinator for RedisCoordinator {
         if let Some(grant) = &ticket.grant {
             return Ok(grant.clone());
         }
+        let id = (ticket.key.clone(), ticket.seq);
         // A wait too long to represent is a wait without end.
         let deadline = Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
         let waiter = self.waiters.register(&ticket.key);
-        // Releases wake waiters through the subscription; polling only covers what a
-        // release cannot announce (a holder that died) and a subscription that is down.
-        let fallback =
-            |subscribed: bool| if subscribed { self.max_poll } else { Duration::from_millis(5) };
-        let mut poll = fallback(self.waiters.subscribed.load(std::sync::atomic::Ordering::SeqCst));
-        let mut last_error = None;
+        // Releases wake waiters through the channel; a holder that dies without releasing is
+        // noticed by the watch of the incarnation waited behind. Looking at Redis otherwise
+        // is only the safety net, or the way to wait while the channel is down.
+        let holder = lock(&self.waiters.holders).remove(&id);
+        let subscribed = || self.waiters.subscribed.load(std::sync::atomic::Ordering::SeqCst);
         // A ticket that did not come with its turn will be handed the turn by the release
         // before it, which tells this incarnation directly: with the channel up, the first
-        // look at Redis waits for that message (or the poll interval) instead of asking now.
-        let mut ask = !self.waiters.subscribed.load(std::sync::atomic::Ordering::SeqCst);
+        // look at Redis waits for that message instead of asking now, unless nobody is known
+        // to hold the turn.
+        let mut ask = !subscribed() || holder.is_none();
+        let mut behind = holder.filter(|h| *h != self.incarnation).map(|h| self.watch.watch(&h));
+        let mut poll = Duration::from_millis(5);
+        let mut last_error = None;
         loop {
-            // Armed before looking, so a hand-over between the look and the wait is seen.
+            // Armed before looking, so a hand-over (or a holder found gone) between the look
+            // and the wait is seen.
             let woken = waiter.notify.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
+            let gone = behind.as_ref().map(|b| Arc::clone(&b.gone));
+            let mut holder_gone = std::pin::pin!(gone.as_deref().map(Notify::notified));
+            if let Some(notified) = holder_gone.as_mut().as_pin_mut() {
+                notified.enable();
+            }
             // A release that handed us the turn said so on our channel, grant included.
-            if let Some(grant) =
-                lock(&self.waiters.granted).remove(&(ticket.key.clone(), ticket.seq))
-            {
+            if let Some(grant) = lock(&self.waiters.granted).remove(&id) {
                 return Ok(grant);
             }
             if ask {
                 match self.try_turn(ticket).await {
-                    Ok(Some(grant)) => return Ok(grant),
-                    Ok(None) => {}
+                    Ok(Look::Granted(grant)) => return Ok(grant),
+                    Ok(Look::Wait { holder }) => {
+                        behind = (!holder.is_empty() && holder != self.incarnation)
+                            .then(|| self.watch.watch(&holder));
+                    }
                     Err(e @ Error::CoordinationUnavailable { source: None, .. }) => return Err(e),
                     Err(e) => last_error = Some(e),
                 }
@@ -421,9 +468,19 @@ impl Coordinator for RedisCoordinator {
                     source: last_error.map(|e| Box::new(e) as BoxError),
                 });
             }
+            let look = self.next_look(subscribed(), poll);
+            let holder_gone = async {
+                match holder_gone.as_mut().as_pin_mut() {
+                    Some(notified) => notified.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = &mut woken => {}
-                () = tokio::time::sleep(poll.min(deadline - now)) => poll = (poll * 2).min(self.max_poll),
+                () = holder_gone => {}
+                () = tokio::time::sleep(look.min(deadline - now)) => {
+                    poll = (poll * 2).min(self.max_poll);
+                }
             }
         }
     }

@@ -20,6 +20,9 @@ pub(super) struct Waiters {
     pub(super) granted: Mutex<HashMap<(ChatKey, u64), TurnGrant>>,
     /// Whether the wake channel is subscribed right now; waiters poll fast only when not.
     pub(super) subscribed: std::sync::atomic::AtomicBool,
+    /// The incarnation each ticket taken without its turn waits behind, as its take saw it,
+    /// until its waiter starts.
+    pub(super) holders: Mutex<HashMap<(ChatKey, u64), String>>,
 }
 
 impl Waiters {

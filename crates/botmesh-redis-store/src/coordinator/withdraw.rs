@@ -44,6 +44,7 @@ impl Withdrawals {
             Withdraw::Orphans { key, tid } => (key, &self.scripts.abandon, tid.clone()),
             Withdraw::Ticket(t) => {
                 lock(&self.waiters.granted).remove(&(t.key.clone(), t.seq));
+                lock(&self.waiters.holders).remove(&(t.key.clone(), t.seq));
                 (&t.key, &self.scripts.cancel, t.seq.to_string())
             }
         };
