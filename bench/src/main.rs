@@ -32,10 +32,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "coord" => rt.block_on(coord_suite::run())?,
         "redis" => rt.block_on(redis_suite::run())?,
         "stores" => rt.block_on(stores_suite::run())?,
+        "waits" => rt.block_on(waits::run())?,
         other => {
-            return Err(
-                format!("unknown suite {other:?}; suites: core, coord, redis, stores").into()
-            );
+            return Err(format!(
+                "unknown suite {other:?}; suites: core, coord, redis, stores, waits"
+            )
+            .into());
         }
     };
     let mut json = serde_json::Map::new();

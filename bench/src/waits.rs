@@ -1,4 +1,5 @@
-//! Waiting for a turn, over one private Redis.
+//! Waiting for a turn, over one private Redis: part of the `redis` suite, and the `waits`
+//! suite on its own.
 //!
 //! - `polls_while_waiting`: 1,000 chats whose turns replica `a` holds in a 12-second handler,
 //!   each with a message queued behind it on replica `b`. For 10 seconds once all wait, every
@@ -197,6 +198,22 @@ pub(crate) async fn ordered_arrivals(url: &str) -> Res<W3> {
             }
         }
     }
+    if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let work: Vec<f64> = log.iter().map(|&(.., s, e)| ms(e - s)).collect();
+        eprintln!("w3: handler mean {:.2} ms", mean(&work));
+        for k in 0..PER_CHAT {
+            let waits: Vec<f64> = log
+                .iter()
+                .filter(|&&(_, n, ..)| n == k)
+                .filter_map(|&(c, n, s, _)| {
+                    Some(ms(s.saturating_duration_since(*arrivals.get(&(c, n))?)))
+                })
+                .collect();
+            eprintln!("w3: message {k}: mean wait {:.2} ms (ideal {} ms)", mean(&waits), 30 * k);
+        }
+    }
     waits_ms.sort_by(f64::total_cmp);
     handoffs_us.sort_by(f64::total_cmp);
     if handoffs_us.is_empty() {
@@ -213,4 +230,18 @@ pub(crate) fn w3_figures(w3: &W3) -> [(&'static str, f64, &'static str); 4] {
         ("w3_handoff_p50_us", percentile(&w3.handoffs_us, 0.50), "us"),
         ("w3_handoff_p99_us", percentile(&w3.handoffs_us, 0.99), "us"),
     ]
+}
+
+/// The `waits` suite: these figures alone, on a Redis of their own.
+pub(crate) async fn run() -> Res<crate::Figures> {
+    let server = botmesh_testing::RedisServer::start()?;
+    let url = server.url();
+    let watched = polls_while_waiting(&url).await?;
+    let w3 = ordered_arrivals(&url).await?;
+    let mut figures = vec![
+        ("polls_while_waiting", watched.polls as f64, "commands"),
+        ("heartbeat_cmds_while_waiting", watched.heartbeats as f64, "commands"),
+    ];
+    figures.extend(w3_figures(&w3));
+    Ok(figures)
 }

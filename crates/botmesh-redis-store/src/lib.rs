@@ -61,10 +61,13 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod batch;
 #[cfg(feature = "serde")]
 mod config;
 mod conn;
 mod coordinator;
+mod inbox;
+mod journal;
 mod keys;
 mod scripts;
 mod store;

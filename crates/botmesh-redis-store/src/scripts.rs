@@ -89,12 +89,11 @@ pub(crate) const RENEW_LEASE: &str = include_str!("../scripts/renew_lease.lua");
 /// KEYS: lease. ARGV: holder, keep ms. Returns 1 when released.
 pub(crate) const RELEASE_LEASE: &str = include_str!("../scripts/release_lease.lua");
 
-/// KEYS: record, pending index, sequence. ARGV: id, key, payload, owner, state, retain ms.
-/// Returns 'new' or the existing record's state.
-pub(crate) const INBOX_APPEND: &str = include_str!("../scripts/inbox_append.lua");
-
-/// KEYS: record, pending index. ARGV: id.
-pub(crate) const INBOX_ACK: &str = include_str!("../scripts/inbox_ack.lua");
+/// KEYS: pending index, sequence, then one record per call. ARGV per call: `'a', id, key,
+/// payload, owner, state, retain ms` (an append) or `'k', id` (an acknowledgement). Runs the
+/// calls in order and returns, per call, its reply's length (1), then the reply: an append's
+/// 'new' or the existing record's state; an acknowledgement's 1, or 0 when the record is gone.
+pub(crate) const INBOX_BATCH: &str = include_str!("../scripts/inbox_batch.lua");
 
 /// KEYS: record. ARGV: from, to. Returns 1 when claimed.
 pub(crate) const INBOX_CLAIM: &str = include_str!("../scripts/inbox_claim.lua");
@@ -113,7 +112,7 @@ pub(crate) const COORDINATION: [&str; 8] =
     [TURNS, TRY_TURN, CANCEL, ABANDON, TRY_LEAD, RESIGN, PUBLISH_STATUS, CLUSTER];
 
 /// The store's scripts.
-pub(crate) const STORE: [&str; 14] = [
+pub(crate) const STORE: [&str; 13] = [
     UPSERT_CHAT,
     SET_CHECKPOINT,
     CLEAR_CHECKPOINT,
@@ -124,8 +123,7 @@ pub(crate) const STORE: [&str; 14] = [
     ACQUIRE_LEASE,
     RENEW_LEASE,
     RELEASE_LEASE,
-    INBOX_APPEND,
-    INBOX_ACK,
+    INBOX_BATCH,
     INBOX_CLAIM,
     INBOX_PENDING,
 ];

@@ -1,20 +1,22 @@
 //! [`RedisStore`]: `Store` and every capability trait on Redis.
 //!
 //! Kept whole: `impl Store for RedisStore` and its capability traits, every method of the
-//! contract in the contract's order, beside the connection and key handling they share.
+//! contract in the contract's order, beside the connection and key handling they share; the
+//! journal, which batches its writes, is in `journal.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_traits::{
     CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore, LockStore, Result,
-    Store, TaskStore, async_trait,
+    JournalStore, LeaseGrant, LeaseStore, LockStore, Result, Store, TaskStore, async_trait,
 };
 use redis::{AsyncCommands, Script};
 
+use crate::batch::Batcher;
 use crate::conn::{Conn, Connect, idempotent, redact};
 use crate::coordinator::RedisCoordinator;
+use crate::inbox::Inbox;
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
 use crate::{KeyLayout, RedisOptions};
@@ -34,10 +36,8 @@ pub(crate) struct StoreScripts {
     acquire_lease: Script,
     renew_lease: Script,
     release_lease: Script,
-    inbox_append: Script,
-    inbox_ack: Script,
-    inbox_claim: Script,
-    inbox_pending: Script,
+    pub(crate) inbox_claim: Script,
+    pub(crate) inbox_pending: Script,
     task_claim: Script,
 }
 
@@ -54,8 +54,6 @@ impl StoreScripts {
             acquire_lease: s(scripts::ACQUIRE_LEASE),
             renew_lease: s(scripts::RENEW_LEASE),
             release_lease: s(scripts::RELEASE_LEASE),
-            inbox_append: s(scripts::INBOX_APPEND),
-            inbox_ack: s(scripts::INBOX_ACK),
             inbox_claim: s(scripts::INBOX_CLAIM),
             inbox_pending: s(scripts::INBOX_PENDING),
             task_claim: s(scripts::TASK_CLAIM),
@@ -84,7 +82,9 @@ pub struct RedisStore {
     pub(crate) client: redis::Client,
     pub(crate) keys: Keys,
     pub(crate) options: RedisOptions,
-    scripts: Arc<StoreScripts>,
+    pub(crate) scripts: Arc<StoreScripts>,
+    /// Journal appends and acknowledgements, in batches; started by the first.
+    pub(crate) journal: Arc<std::sync::OnceLock<Batcher<Inbox>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -103,7 +103,7 @@ async fn preload_all(conn: &Conn) {
     scripts::preload(conn, &all).await;
 }
 
-fn ms(d: Duration) -> u64 {
+pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
@@ -128,6 +128,7 @@ impl RedisStore {
             keys: Keys::new(&options.prefix, options.layout),
             options,
             scripts: Arc::new(StoreScripts::new()),
+            journal: Arc::default(),
         })
     }
 
@@ -146,6 +147,7 @@ impl RedisStore {
             keys: Keys::new(&options.prefix, options.layout),
             options,
             scripts: Arc::new(StoreScripts::new()),
+            journal: Arc::default(),
         })
     }
 
@@ -167,7 +169,7 @@ impl RedisStore {
         self.keys.layout()
     }
 
-    fn conn(&self) -> Conn {
+    pub(crate) fn conn(&self) -> Conn {
         self.conn.clone()
     }
 }
@@ -395,150 +397,9 @@ impl TaskStore for RedisStore {
     }
 }
 
-#[async_trait]
-impl JournalStore for RedisStore {
-    async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
-        let state = match record.state {
-            InboxState::Acked => "acked",
-            _ => "pending",
-        };
-        let (key, pending, seq) = (
-            &self.keys.inbox(&format!("r:{}", record.id)),
-            &self.keys.inbox("pending"),
-            &self.keys.inbox("seq"),
-        );
-        // Sent again after a drop: an append that landed the first time reads as a pending
-        // duplicate of our own, which the runtime takes as its own.
-        let reply: String = idempotent(|| async move {
-            self.scripts
-                .inbox_append
-                .key(key)
-                .key(pending)
-                .key(seq)
-                .arg(&record.id)
-                .arg(record.key.as_str())
-                .arg(&record.payload)
-                .arg(&record.owner)
-                .arg(state)
-                .arg(ms(retain))
-                .invoke_async(&mut self.conn())
-                .await
-        })
-        .await
-        .map_err(|e| Error::store("inbox_append", e))?;
-        Ok(match reply.as_str() {
-            "new" => InboxAppend::Appended,
-            "acked" => InboxAppend::Duplicate { state: InboxState::Acked },
-            _ => InboxAppend::Duplicate { state: InboxState::Pending },
-        })
-    }
-
-    async fn inbox_ack(&self, id: &str) -> Result<()> {
-        let (record, pending) = (&self.keys.inbox(&format!("r:{id}")), &self.keys.inbox("pending"));
-        idempotent(|| async move {
-            self.scripts
-                .inbox_ack
-                .key(record)
-                .key(pending)
-                .arg(id)
-                .invoke_async::<i64>(&mut self.conn())
-                .await
-        })
-        .await
-        .map_err(|e| Error::store("inbox_ack", e))?;
-        Ok(())
-    }
-
-    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
-        let record = self.keys.inbox(&format!("r:{id}"));
-        let fields: Vec<Option<String>> =
-            self.hmget("inbox_get", &record, &["k", "p", "o", "s"]).await?;
-        let [Some(key), Some(payload), Some(owner), Some(state)] =
-            <[Option<String>; 4]>::try_from(fields).map_err(|_| {
-                Error::corrupt(
-                    format!("inbox record {id}"),
-                    "HMGET returned the wrong number of fields",
-                )
-            })?
-        else {
-            return Ok(None);
-        };
-        let state = if state == "acked" { InboxState::Acked } else { InboxState::Pending };
-        Ok(Some(InboxRecord::pending(id, key, payload, owner).with_state(state)))
-    }
-
-    async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let (pending, records) = (&self.keys.inbox("pending"), &self.keys.inbox("r:"));
-        let flat: Vec<String> = idempotent(|| async move {
-            self.scripts
-                .inbox_pending
-                .key(pending)
-                .arg(limit)
-                .arg(records)
-                .invoke_async(&mut self.conn())
-                .await
-        })
-        .await
-        .map_err(|e| Error::store("inbox_pending", e))?;
-        Ok(flat
-            .chunks_exact(4)
-            .map(|c| InboxRecord::pending(c[0].clone(), c[1].clone(), c[2].clone(), c[3].clone()))
-            .collect())
-    }
-
-    async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
-        let record = &self.keys.inbox(&format!("r:{id}"));
-        let send = || async move {
-            self.scripts
-                .inbox_claim
-                .key(record)
-                .arg(from)
-                .arg(to)
-                .invoke_async::<i64>(&mut self.conn())
-                .await
-        };
-        let n = match send().await {
-            Ok(n) => n,
-            Err(e) if e.is_connection_dropped() => {
-                // The claim may have landed before the connection dropped: a pending record
-                // that is `to`'s now is this claim's doing. Otherwise it goes again.
-                match self.inbox_get(id).await? {
-                    Some(r) if r.state == InboxState::Pending && r.owner == to => return Ok(true),
-                    _ => send().await.map_err(|e| Error::store("inbox_claim", e))?,
-                }
-            }
-            Err(e) => return Err(Error::store("inbox_claim", e)),
-        };
-        Ok(n == 1)
-    }
-
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        let set: Option<String> = redis::cmd("SET")
-            .arg(self.keys.entity("out", key))
-            .arg(1)
-            .arg("NX")
-            .arg("PX")
-            .arg(ms(ttl))
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("outbox_claim", e))?;
-        Ok(set.is_some())
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        let key = &self.keys.entity("out", key);
-        idempotent(|| async move { self.conn().del::<_, ()>(key).await })
-            .await
-            .map_err(|e| Error::store("outbox_release", e))
-    }
-}
-
 impl RedisStore {
     /// `HMGET key fields`, sent again if the connection drops under it.
-    async fn hmget<T: redis::FromRedisValue>(
+    pub(crate) async fn hmget<T: redis::FromRedisValue>(
         &self,
         op: &'static str,
         key: &str,

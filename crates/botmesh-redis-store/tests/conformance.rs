@@ -3,13 +3,14 @@
 #![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use botmesh_redis_store::{KeyLayout, RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{
     CoordinatorHarness, RedisCluster, RedisServer, claimed_capabilities, coordinator_conformance,
     store_conformance,
 };
-use botmesh_traits::{Coordinator, Store};
+use botmesh_traits::{Coordinator, InboxAppend, InboxRecord, Store};
 
 struct Harness(RedisOptions);
 
@@ -32,7 +33,7 @@ async fn a_store_on_the_application_s_own_client_passes_both_suites_and_keeps_co
     let server = RedisServer::start().unwrap();
     let client = redis::Client::open(server.url()).unwrap();
     let store = RedisStore::from_client(client.clone(), "app").await.unwrap();
-    let coordinator = Arc::new(store.coordinator(std::time::Duration::from_secs(2)));
+    let coordinator = Arc::new(store.coordinator(Duration::from_secs(2)));
     let ticket = coordinator.take_ticket(&botmesh_traits::ChatKey::from("chat")).await.unwrap();
     assert!(ticket.grant.is_some(), "a free turn comes with the ticket");
     store.set_user_data("ada", "{}").await.unwrap();
@@ -66,8 +67,8 @@ async fn scripts_are_loaded_at_connect_so_a_burst_on_a_fresh_server_loads_none()
     let mut admin = client.get_multiplexed_async_connection().await.unwrap();
     let store = RedisStore::new(&server.url(), "burst").await.unwrap();
     let loaded_at_connect = script_commands(&mut admin).await;
-    assert_eq!(loaded_at_connect, 22, "the store's 14 scripts and the coordinator's 8");
-    let coordinator = Arc::new(store.coordinator(std::time::Duration::from_secs(5)));
+    assert_eq!(loaded_at_connect, 21, "the store's 13 scripts and the coordinator's 8");
+    let coordinator = Arc::new(store.coordinator(Duration::from_secs(5)));
     let burst: Vec<_> = (0..200)
         .map(|i| {
             let coordinator = Arc::clone(&coordinator);
@@ -81,6 +82,27 @@ async fn scripts_are_loaded_at_connect_so_a_burst_on_a_fresh_server_loads_none()
         ticket.await.unwrap();
     }
     store.set_user_data("ada", "{}").await.unwrap();
+    // The journal's appends and acknowledgements, batched: each gets its own answer.
+    let store = Arc::new(store);
+    let appends: Vec<_> = (0..100)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let record = InboxRecord::pending(format!("m{}", i % 50), "chat", "{}", "me");
+                let journal = store.journal().unwrap();
+                let appended = journal.inbox_append(&record, Duration::from_secs(60)).await;
+                journal.inbox_ack(&record.id).await.unwrap();
+                appended.unwrap()
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for append in appends {
+        outcomes.push(append.await.unwrap());
+    }
+    let new = outcomes.iter().filter(|o| matches!(o, InboxAppend::Appended)).count();
+    assert_eq!(new, 50, "each of the 50 ids journaled once, its second append a duplicate");
+    assert!(store.journal().unwrap().inbox_pending(10).await.unwrap().is_empty(), "all acked");
     assert_eq!(script_commands(&mut admin).await, loaded_at_connect, "no load on the message path");
 }
 

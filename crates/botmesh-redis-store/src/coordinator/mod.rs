@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::RedisOptions;
+use crate::batch::{Batcher, Reply};
 use crate::conn::{Conn, Connect, idempotent};
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
@@ -25,7 +26,7 @@ mod wake;
 mod watch;
 mod withdraw;
 
-use self::batch::{Batcher, Op};
+use self::batch::{Op, Turns};
 use self::wake::{Waiters, passed_over, subscriber};
 use self::watch::Watch;
 use self::withdraw::{Withdraw, Withdrawals};
@@ -98,7 +99,7 @@ pub struct RedisCoordinator {
     subscriber: JoinHandle<()>,
     /// Takes tickets and releases turns in batches; started by the first call, once the
     /// replica id and lease are set.
-    batcher: std::sync::OnceLock<(Batcher, JoinHandle<()>)>,
+    batcher: std::sync::OnceLock<Batcher<Turns>>,
     /// The incarnations waited behind.
     watch: Arc<Watch>,
     watching: JoinHandle<()>,
@@ -128,8 +129,8 @@ impl Drop for RedisCoordinator {
     fn drop(&mut self) {
         self.subscriber.abort();
         self.withdrawer.abort();
-        if let Some((_, batching)) = self.batcher.get() {
-            batching.abort();
+        if let Some(batcher) = self.batcher.get() {
+            batcher.abort();
         }
         self.watching.abort();
     }
@@ -243,9 +244,9 @@ impl RedisCoordinator {
     }
 
     /// Runs `op` in the next batch of takes and releases.
-    async fn batched(&self, op: Op) -> batch::Reply {
-        let (batcher, _) = self.batcher.get_or_init(|| {
-            Batcher::spawn(batch::Context {
+    async fn batched(&self, op: Op) -> Reply {
+        let batcher = self.batcher.get_or_init(|| {
+            Batcher::spawn(Turns {
                 conn: self.conn(),
                 keys: self.keys.clone(),
                 script: Script::new(&with_prelude(scripts::TURNS)),

@@ -1,0 +1,40 @@
+-- A batch of journal appends and acknowledgements, run in order.
+-- KEYS: the pending index, the sequence, then the record of each call.
+-- ARGV per call: 'a', id, chat key, payload, owner, state, retain ms (append: 'new', or the
+-- existing record's state); or 'k', id (acknowledge: 1, or 0 when the record is gone).
+-- Returns, per call, its reply's length (1), then the reply.
+local pending, seqkey = KEYS[1], KEYS[2]
+local out, a, k = {}, 1, 3
+while a <= #ARGV do
+  local rec, id = KEYS[k], ARGV[a + 1]
+  k = k + 1
+  if ARGV[a] == 'a' then
+    local state, retain = ARGV[a + 5], ARGV[a + 6]
+    local existing = redis.call('HGET', rec, 's')
+    if existing then
+      table.insert(out, 1); table.insert(out, existing)
+    else
+      local seq = redis.call('INCR', seqkey)
+      redis.call('HSET', rec, 'k', ARGV[a + 2], 'p', ARGV[a + 3], 'o', ARGV[a + 4], 's', state, 'n', retain)
+      if state == 'pending' then
+        redis.call('ZADD', pending, seq, id)
+      else
+        redis.call('PEXPIRE', rec, retain)
+      end
+      table.insert(out, 1); table.insert(out, 'new')
+    end
+    a = a + 7
+  else
+    local retain = redis.call('HGET', rec, 'n')
+    if retain then
+      redis.call('HSET', rec, 's', 'acked')
+      redis.call('ZREM', pending, id)
+      redis.call('PEXPIRE', rec, retain)
+      table.insert(out, 1); table.insert(out, 1)
+    else
+      table.insert(out, 1); table.insert(out, 0)
+    end
+    a = a + 2
+  end
+end
+return out

@@ -1,0 +1,149 @@
+//! The journal on Redis: an inbox of records (a hash each) indexed by a sorted set of the
+//! pending ones, all under one hash tag in the cluster layout. Appends and acknowledgements of
+//! many chats go in batches (see `inbox.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_traits::{
+    Error, InboxAppend, InboxRecord, InboxState, JournalStore, Result, async_trait,
+};
+use redis::{AsyncCommands, Script};
+
+use crate::batch::Batcher;
+use crate::conn::idempotent;
+use crate::inbox::{Inbox, Op};
+use crate::scripts::{self, with_prelude};
+use crate::store::{RedisStore, ms};
+
+impl RedisStore {
+    /// Runs `op` in the next batch of journal writes.
+    async fn batched(&self, op: Op) -> std::result::Result<Vec<String>, Arc<redis::RedisError>> {
+        let batcher = self.journal.get_or_init(|| {
+            Batcher::spawn(Inbox {
+                conn: self.conn(),
+                keys: self.keys.clone(),
+                script: Script::new(&with_prelude(scripts::INBOX_BATCH)),
+            })
+        });
+        batcher.call(op).await
+    }
+}
+
+#[async_trait]
+impl JournalStore for RedisStore {
+    async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
+        let state = match record.state {
+            InboxState::Acked => "acked",
+            _ => "pending",
+        };
+        let op = Op::Append {
+            id: record.id.clone(),
+            key: record.key.as_str().to_owned(),
+            payload: record.payload.clone(),
+            owner: record.owner.clone(),
+            state,
+            retain_ms: ms(retain),
+        };
+        let reply = self.batched(op).await.map_err(|e| Error::store("inbox_append", e))?;
+        Ok(match reply.first().map(String::as_str) {
+            Some("new") => InboxAppend::Appended,
+            Some("acked") => InboxAppend::Duplicate { state: InboxState::Acked },
+            Some(_) => InboxAppend::Duplicate { state: InboxState::Pending },
+            None => return Err(Error::corrupt("inbox_append reply", "empty")),
+        })
+    }
+
+    async fn inbox_ack(&self, id: &str) -> Result<()> {
+        self.batched(Op::Ack { id: id.to_owned() })
+            .await
+            .map_err(|e| Error::store("inbox_ack", e))?;
+        Ok(())
+    }
+
+    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
+        let record = self.keys.inbox(&format!("r:{id}"));
+        let fields: Vec<Option<String>> =
+            self.hmget("inbox_get", &record, &["k", "p", "o", "s"]).await?;
+        let [Some(key), Some(payload), Some(owner), Some(state)] =
+            <[Option<String>; 4]>::try_from(fields).map_err(|_| {
+                Error::corrupt(
+                    format!("inbox record {id}"),
+                    "HMGET returned the wrong number of fields",
+                )
+            })?
+        else {
+            return Ok(None);
+        };
+        let state = if state == "acked" { InboxState::Acked } else { InboxState::Pending };
+        Ok(Some(InboxRecord::pending(id, key, payload, owner).with_state(state)))
+    }
+
+    async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (pending, records) = (&self.keys.inbox("pending"), &self.keys.inbox("r:"));
+        let flat: Vec<String> = idempotent(|| async move {
+            self.scripts
+                .inbox_pending
+                .key(pending)
+                .arg(limit)
+                .arg(records)
+                .invoke_async(&mut self.conn())
+                .await
+        })
+        .await
+        .map_err(|e| Error::store("inbox_pending", e))?;
+        Ok(flat
+            .chunks_exact(4)
+            .map(|c| InboxRecord::pending(c[0].clone(), c[1].clone(), c[2].clone(), c[3].clone()))
+            .collect())
+    }
+
+    async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
+        let record = &self.keys.inbox(&format!("r:{id}"));
+        let send = || async move {
+            self.scripts
+                .inbox_claim
+                .key(record)
+                .arg(from)
+                .arg(to)
+                .invoke_async::<i64>(&mut self.conn())
+                .await
+        };
+        let n = match send().await {
+            Ok(n) => n,
+            Err(e) if e.is_connection_dropped() => {
+                // The claim may have landed before the connection dropped: a pending record
+                // that is `to`'s now is this claim's doing. Otherwise it goes again.
+                match self.inbox_get(id).await? {
+                    Some(r) if r.state == InboxState::Pending && r.owner == to => return Ok(true),
+                    _ => send().await.map_err(|e| Error::store("inbox_claim", e))?,
+                }
+            }
+            Err(e) => return Err(Error::store("inbox_claim", e)),
+        };
+        Ok(n == 1)
+    }
+
+    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
+        let set: Option<String> = redis::cmd("SET")
+            .arg(self.keys.entity("out", key))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(ms(ttl))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| Error::store("outbox_claim", e))?;
+        Ok(set.is_some())
+    }
+
+    async fn outbox_release(&self, key: &str) -> Result<()> {
+        let key = &self.keys.entity("out", key);
+        idempotent(|| async move { self.conn().del::<_, ()>(key).await })
+            .await
+            .map_err(|e| Error::store("outbox_release", e))
+    }
+}
