@@ -33,9 +33,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "redis" => rt.block_on(redis_suite::run())?,
         "stores" => rt.block_on(stores_suite::run())?,
         "waits" => rt.block_on(waits::run())?,
+        "load" => rt.block_on(redis_suite::load())?,
         other => {
             return Err(format!(
-                "unknown suite {other:?}; suites: core, coord, redis, stores, waits"
+                "unknown suite {other:?}; suites: core, coord, redis, stores, waits, load"
             )
             .into());
         }

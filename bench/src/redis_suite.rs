@@ -396,3 +396,23 @@ pub(crate) async fn run() -> Res<Figures> {
     figures.extend(waits::w3_figures(&w3));
     Ok(figures)
 }
+
+/// The `load` suite: `replicas3_msgs_per_s` and `durable_msgs_per_s` alone, to profile or to
+/// compare quickly.
+pub(crate) async fn load() -> Res<Figures> {
+    let server = RedisServer::start()?;
+    let url = server.url();
+    let store: Arc<dyn Store> = Arc::new(RedisStore::new(&url, "load").await?);
+    let mut figures = Vec::new();
+    for (name, durable) in [("replicas3_msgs_per_s", false), ("durable_msgs_per_s", true)] {
+        flush(&url).await?;
+        let mut three = Vec::new();
+        for id in ["a", "b", "c"] {
+            let builder = echo(Bot::builder());
+            let builder = if durable { builder.durability(Durability::new()) } else { builder };
+            three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
+        }
+        figures.push((name, spread(&three).await?, "msg/s"));
+    }
+    Ok(figures)
+}

@@ -1,7 +1,9 @@
--- A batch of journal appends and acknowledgements, run in order.
--- KEYS: the pending index, the sequence, then the record of each call.
+-- A batch of journal appends, acknowledgements and outbox claims, run in order.
+-- KEYS: the pending index, the sequence, then the record (or outbox entry) of each call.
 -- ARGV per call: 'a', id, chat key, payload, owner, state, retain ms (append: 'new', or the
--- existing record's state); or 'k', id (acknowledge: 1, or 0 when the record is gone).
+-- existing record's state); 'k', id (acknowledge: 1, or 0 when the record is gone); or 'o',
+-- token, ttl ms (claim: 1 when the entry is this token's, set now or by the same claim sent
+-- before; 0 when another claim holds it).
 -- Returns, per call, its reply's length (1), then the reply.
 local pending, seqkey = KEYS[1], KEYS[2]
 local out, a, k = {}, 1, 3
@@ -24,6 +26,14 @@ while a <= #ARGV do
       table.insert(out, 1); table.insert(out, 'new')
     end
     a = a + 7
+  elseif ARGV[a] == 'o' then
+    local tok = ARGV[a + 1]
+    if redis.call('SET', rec, tok, 'NX', 'PX', ARGV[a + 2]) or redis.call('GET', rec) == tok then
+      table.insert(out, 1); table.insert(out, 1)
+    else
+      table.insert(out, 1); table.insert(out, 0)
+    end
+    a = a + 3
   else
     local retain = redis.call('HGET', rec, 'n')
     if retain then

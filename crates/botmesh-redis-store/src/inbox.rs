@@ -1,5 +1,5 @@
-//! The journal's batches (see `crate::batch`): appends and acknowledgements of many chats,
-//! one script call per batch in both layouts (the inbox's keys share one hash tag).
+//! The journal's batches (see `crate::batch`): appends, acknowledgements and outbox claims of
+//! many chats, one script call per batch in both layouts (their keys share one hash tag).
 
 use redis::Script;
 
@@ -21,6 +21,8 @@ pub(crate) enum Op {
     },
     /// Marks a record handled.
     Ack { id: String },
+    /// Claims outbox entry `key` for `token`, kept `ttl_ms`.
+    Claim { key: String, token: String, ttl_ms: u64 },
 }
 
 /// What every batch of one store shares.
@@ -33,9 +35,9 @@ pub(crate) struct Inbox {
 impl Batch for Inbox {
     type Op = Op;
 
-    /// Appends and acknowledgements are idempotent: a batch is sent again after a drop. An
-    /// append that landed the first time then reads as a pending duplicate of our own, which
-    /// the runtime takes as its own.
+    /// Every call is idempotent, so a batch is sent again after a drop: an append that landed
+    /// the first time reads as a pending duplicate of our own, which the runtime takes as its
+    /// own; a claim that landed finds its own token.
     async fn send(&self, ops: Vec<Op>) -> Vec<Reply> {
         let (pending, seq) = (self.keys.inbox("pending"), self.keys.inbox("seq"));
         let mut invocation = self.script.prepare_invoke();
@@ -56,6 +58,10 @@ impl Batch for Inbox {
                 Op::Ack { id } => {
                     invocation.key(self.keys.inbox(&format!("r:{id}")));
                     invocation.arg("k").arg(id);
+                }
+                Op::Claim { key, token, ttl_ms } => {
+                    invocation.key(self.keys.outbox(key));
+                    invocation.arg("o").arg(token).arg(*ttl_ms);
                 }
             }
         }

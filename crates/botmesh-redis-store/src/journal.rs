@@ -128,20 +128,14 @@ impl JournalStore for RedisStore {
     }
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        let set: Option<String> = redis::cmd("SET")
-            .arg(self.keys.entity("out", key))
-            .arg(1)
-            .arg("NX")
-            .arg("PX")
-            .arg(ms(ttl))
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("outbox_claim", e))?;
-        Ok(set.is_some())
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let op = Op::Claim { key: key.to_owned(), token, ttl_ms: ms(ttl) };
+        let reply = self.batched(op).await.map_err(|e| Error::store("outbox_claim", e))?;
+        Ok(reply.first().is_some_and(|n| n == "1"))
     }
 
     async fn outbox_release(&self, key: &str) -> Result<()> {
-        let key = &self.keys.entity("out", key);
+        let key = &self.keys.outbox(key);
         idempotent(|| async move { self.conn().del::<_, ()>(key).await })
             .await
             .map_err(|e| Error::store("outbox_release", e))

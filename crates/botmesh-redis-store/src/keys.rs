@@ -14,8 +14,8 @@
 //! | `P:lock:<key>` | `{P:lock:<key>}` | string | a fenced lock's token |
 //! | `P:lease:<name>` | `{P:lease:<name>}` | string | a store lease's holder |
 //! | `P:task:<id>` | `{P:task:<id>}` | string | a scheduled job's last occurrence |
-//! | `P:out:<key>` | `{P:out:<key>}` | string | an outbox entry (a send made once) |
 //! | `P:inbox:r:<id>` | `{P:inbox}:r:<id>` | hash | a journaled message |
+//! | `P:inbox:out:<key>` | `{P:inbox}:out:<key>` | string | an outbox entry (a send made once): the claim's token |
 //! | `P:inbox:pending` | `{P:inbox}:pending` | sorted set | journaled messages not acknowledged |
 //! | `P:inbox:seq` | `{P:inbox}:seq` | string | the journal's arrival counter |
 //! | `P:coord:t:<chat>` | `{P:coord:sN}:t:<chat>` | hash | a chat's turn: holder, fence |
@@ -92,6 +92,11 @@ impl Keys {
             KeyLayout::Standalone => format!("{}:inbox:{what}", self.prefix),
             KeyLayout::Cluster => format!("{{{}:inbox}}:{what}", self.prefix),
         }
+    }
+
+    /// An outbox entry: under the inbox's tag, so that claims batch with the journal's writes.
+    pub(crate) fn outbox(&self, key: &str) -> String {
+        self.inbox(&format!("out:{key}"))
     }
 
     /// The shard tag of a chat key or a leadership name.
