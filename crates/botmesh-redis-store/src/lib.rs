@@ -7,10 +7,15 @@
 //!   server. An uncontended message costs two coordination round trips: its ticket (which
 //!   comes with the turn when the chat is free) and its release. A heartbeat is one command
 //!   per liveness key, whatever the number of chats a replica holds.
-//! - **Waiting is woken, not polled.** A release with tickets waiting publishes the chat key on
-//!   one channel per prefix; each coordinator holds one subscription and wakes its local
-//!   waiters. Polling (5 ms, doubling up to `max_poll`) is only the fallback for a missed
-//!   message or a holder that died without releasing.
+//! - **Waiting is woken, not polled.** A release with tickets waiting grants the turn and
+//!   publishes the grant on the waiting incarnation's channel; each coordinator holds one
+//!   subscription and wakes its local waiters. A holder that dies is noticed by a watch of
+//!   the incarnations waited behind (one liveness read per incarnation when its key would run
+//!   out). A waiter asks Redis on its own once per lease while subscribed, and polls (5 ms,
+//!   doubling up to `max_poll`) only while the subscription is down.
+//! - **Calls go in batches.** Tickets and releases of many chats, and the journal's appends,
+//!   acknowledgements and outbox claims, each leave in one script call per batch: what a
+//!   replica asks for while earlier calls are on the wire goes together.
 //! - **Numbers never repeat.** Ticket numbers, fences and checkpoint revisions start from the
 //!   server clock (in microseconds) when their key is created and grow by one, so a key that
 //!   expired restarts above every value it handed out: a stale holder can never match.
@@ -200,7 +205,8 @@ impl RedisOptions {
         self
     }
 
-    /// The longest pause between two polls of a waiting ticket when no wake-up arrives.
+    /// The longest pause between two polls of a waiting ticket while the wake channel is
+    /// down (while it is up, a waiter looks on its own once per lease).
     pub fn max_poll(mut self, max_poll: Duration) -> Self {
         self.max_poll = max_poll;
         self

@@ -135,3 +135,50 @@ async fn store_and_coordinator_pass_the_conformance_suites_on_a_real_cluster() {
     store_conformance(Arc::new(RedisStore::connect(options.clone()).await.unwrap())).await;
     coordinator_conformance(&Harness(options)).await;
 }
+
+/// How many script calls (`EVALSHA`, `EVAL`) the server executed since its statistics were
+/// reset.
+async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| l.split_once(":calls=").and_then(|(_, rest)| rest.split(',').next()))
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_ticket_asks_redis_nothing_while_its_wake_channel_is_up() {
+    let server = RedisServer::start().unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let a = RedisCoordinator::new(&server.url(), "w").await.unwrap().with_replica_id("a");
+    let b = Arc::new(RedisCoordinator::new(&server.url(), "w").await.unwrap().with_replica_id("b"));
+    a.heartbeat(Duration::from_secs(60)).await.unwrap();
+    b.heartbeat(Duration::from_secs(60)).await.unwrap();
+    // Generous: the subscription is up within milliseconds.
+    for _ in 0..500 {
+        if b.subscribed() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(b.subscribed());
+    let key = botmesh_traits::ChatKey::from("chat");
+    let held = a.take_ticket(&key).await.unwrap().grant.unwrap();
+    let waiting = b.take_ticket(&key).await.unwrap();
+    assert!(waiting.grant.is_none());
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.wait_turn(&waiting, Duration::from_secs(60)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
+    // Polling every `max_poll` (100 ms) would make about twenty calls in two seconds.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(script_calls(&mut admin).await, 0, "no script ran while the ticket waited");
+    assert!(!waiter.is_finished());
+    assert!(a.release_turn(&held).await.unwrap());
+    let grant = tokio::time::timeout(Duration::from_secs(5), waiter).await.unwrap().unwrap();
+    assert_eq!(grant.unwrap().previous_holder.as_deref(), Some("a"), "woken by the release");
+}
