@@ -1,16 +1,15 @@
 //! Batching across chats: calls of one kind made while earlier ones are on the wire go to Redis
-//! together, in one script call per batch. An idle caller's call goes out at once, alone; under
-//! load, calls queue while [`IN_FLIGHT`] batches are out, and leave together. The coordinator
-//! batches its tickets and releases this way, the store its journal appends and
-//! acknowledgements.
+//! together, in one script call per batch. A call made while fewer than [`IN_FLIGHT`] are out
+//! goes at once, alone, from its caller's task; under load, calls queue while the slots are
+//! busy, and the slot that frees first sends all that queued in one batch. The coordinator
+//! batches its tickets and releases this way, the store its journal's writes.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 
-/// Batches on the wire at once; the next waits, gathering calls, until one returns.
+/// Calls (or batches) on the wire at once.
 const IN_FLIGHT: usize = 2;
 
 /// The most calls in one batch.
@@ -33,61 +32,119 @@ struct Call<Op> {
     reply: oneshot::Sender<Reply>,
 }
 
-/// The handle calls are made through; the batching task ends when it is dropped (and is
-/// aborted with [`Batcher::abort`]).
+struct Slots<Op> {
+    /// Calls or batches on the wire.
+    busy: usize,
+    /// Calls waiting for a slot.
+    queued: Vec<Call<Op>>,
+}
+
+/// Sends calls of one kind, batching those made while the slots are busy.
 pub(crate) struct Batcher<S: Batch> {
-    calls: mpsc::UnboundedSender<Call<S::Op>>,
-    task: JoinHandle<()>,
+    inner: Arc<Inner<S>>,
+}
+
+struct Inner<S: Batch> {
+    sender: S,
+    slots: Mutex<Slots<S::Op>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The critical sections below run no user code and do not panic.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn short() -> Arc<redis::RedisError> {
+    Arc::new(redis::RedisError::from((
+        redis::ErrorKind::Parse,
+        "a batch reply shorter than its calls",
+    )))
 }
 
 impl<S: Batch> Batcher<S> {
-    /// Starts the batching task.
-    pub(crate) fn spawn(sender: S) -> Self {
-        let (calls, rx) = mpsc::unbounded_channel();
-        Self { calls, task: tokio::spawn(drive(rx, Arc::new(sender))) }
+    /// A batcher sending through `sender`.
+    pub(crate) fn new(sender: S) -> Self {
+        let slots = Mutex::new(Slots { busy: 0, queued: Vec::new() });
+        Self { inner: Arc::new(Inner { sender, slots }) }
     }
 
-    /// Runs `op` in the next batch and returns its reply.
+    /// Sends `op`, at once when a slot is free, else in the next batch, and returns its reply.
     pub(crate) async fn call(&self, op: S::Op) -> Reply {
-        let (reply, answer) = oneshot::channel();
-        let closed = || Arc::new(redis::RedisError::from(std::io::Error::other("batcher stopped")));
-        self.calls.send(Call { op, reply }).map_err(|_| closed())?;
-        answer.await.map_err(|_| closed())?
-    }
-
-    /// Stops the batching task.
-    pub(crate) fn abort(&self) {
-        self.task.abort();
+        let turn = {
+            let mut slots = lock(&self.inner.slots);
+            if slots.busy < IN_FLIGHT {
+                slots.busy += 1;
+                Turn::Now(op)
+            } else {
+                let (reply, answer) = oneshot::channel();
+                slots.queued.push(Call { op, reply });
+                Turn::Queued(answer)
+            }
+        };
+        match turn {
+            Turn::Queued(answer) => answer.await.unwrap_or_else(|_| {
+                Err(Arc::new(redis::RedisError::from(std::io::Error::other("batch dropped"))))
+            }),
+            Turn::Now(op) => {
+                // The slot is given back (or goes on with what queued meanwhile) even if this
+                // call is dropped before its reply.
+                let _slot = Slot(Arc::clone(&self.inner));
+                self.inner.sender.send(vec![op]).await.pop().unwrap_or_else(|| Err(short()))
+            }
+        }
     }
 }
 
-/// Gathers calls into batches, at most [`IN_FLIGHT`] on the wire at once.
-async fn drive<S: Batch>(mut rx: mpsc::UnboundedReceiver<Call<S::Op>>, sender: Arc<S>) {
-    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
-    let mut calls = Vec::new();
-    loop {
-        // A slot first: while none is free, calls gather in the channel.
-        let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else { return };
-        if rx.recv_many(&mut calls, MAX_BATCH).await == 0 {
+/// Whether a call goes at once or waits in the queue.
+enum Turn<Op> {
+    Now(Op),
+    Queued(oneshot::Receiver<Reply>),
+}
+
+/// A busy slot: when dropped, it sends what queued meanwhile, or is given back.
+struct Slot<S: Batch>(Arc<Inner<S>>);
+
+impl<S: Batch> Drop for Slot<S> {
+    fn drop(&mut self) {
+        let mut slots = lock(&self.0.slots);
+        if slots.queued.is_empty() {
+            slots.busy -= 1;
             return;
         }
-        let batch = std::mem::take(&mut calls);
-        let sender = Arc::clone(&sender);
-        tokio::spawn(async move {
-            let (ops, replies): (Vec<S::Op>, Vec<oneshot::Sender<Reply>>) =
-                batch.into_iter().map(|c| (c.op, c.reply)).unzip();
-            let mut results = sender.send(ops).await.into_iter();
-            for reply in replies {
-                let result = results.next().unwrap_or_else(|| {
-                    Err(Arc::new(redis::RedisError::from((
-                        redis::ErrorKind::Parse,
-                        "a batch reply shorter than its calls",
-                    ))))
-                });
-                let _ = reply.send(result);
+        // Only under load: the slot goes on in a task of its own, batch after batch, until
+        // nothing is queued. Outside a runtime (a call dropped at shutdown), what queued
+        // fails instead.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                drop(slots);
+                runtime.spawn(drain(Arc::clone(&self.0)));
             }
-            drop(slot);
-        });
+            Err(_) => {
+                slots.queued.clear();
+                slots.busy -= 1;
+            }
+        }
+    }
+}
+
+/// Sends what queued, batch after batch, then gives the slot back.
+async fn drain<S: Batch>(inner: Arc<Inner<S>>) {
+    loop {
+        let batch: Vec<Call<S::Op>> = {
+            let mut slots = lock(&inner.slots);
+            if slots.queued.is_empty() {
+                slots.busy -= 1;
+                return;
+            }
+            let take = slots.queued.len().min(MAX_BATCH);
+            slots.queued.drain(..take).collect()
+        };
+        let (ops, replies): (Vec<S::Op>, Vec<oneshot::Sender<Reply>>) =
+            batch.into_iter().map(|c| (c.op, c.reply)).unzip();
+        let mut results = inner.sender.send(ops).await.into_iter();
+        for reply in replies {
+            let _ = reply.send(results.next().unwrap_or_else(|| Err(short())));
+        }
     }
 }
 
@@ -112,7 +169,45 @@ pub(crate) fn split(reply: redis::RedisResult<Vec<String>>, calls: usize) -> Vec
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::{Batch, Batcher, IN_FLIGHT, Reply, split};
+
+    /// Answers each call with its own number after 50 ms, recording each batch's size.
+    #[derive(Default)]
+    struct Echo(Mutex<Vec<usize>>);
+
+    impl Batch for Arc<Echo> {
+        type Op = u32;
+
+        async fn send(&self, ops: Vec<u32>) -> Vec<Reply> {
+            self.0.lock().unwrap().push(ops.len());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ops.into_iter().map(|n| Ok(vec![n.to_string()])).collect()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_made_while_the_slots_are_busy_leave_together_and_each_gets_its_reply() {
+        let echo = Arc::new(Echo::default());
+        let batcher = Arc::new(Batcher::new(Arc::clone(&echo)));
+        let calls: Vec<_> = (0..10u32)
+            .map(|n| {
+                let batcher = Arc::clone(&batcher);
+                tokio::spawn(async move { batcher.call(n).await })
+            })
+            .collect();
+        for (n, call) in calls.into_iter().enumerate() {
+            assert_eq!(call.await.unwrap().unwrap(), [n.to_string()]);
+        }
+        let sizes = echo.0.lock().unwrap().clone();
+        assert_eq!(sizes[..IN_FLIGHT], [1; IN_FLIGHT], "the first calls go at once, alone");
+        assert_eq!(sizes[IN_FLIGHT..], [10 - IN_FLIGHT], "the rest in one batch");
+        // Idle again: a call goes at once.
+        assert_eq!(batcher.call(7).await.unwrap(), ["7"]);
+        assert_eq!(echo.0.lock().unwrap().last(), Some(&1));
+    }
 
     #[test]
     fn a_batch_reply_splits_into_each_call_s_part() {

@@ -20,7 +20,7 @@ impl RedisStore {
     /// Runs `op` in the next batch of journal writes.
     async fn batched(&self, op: Op) -> std::result::Result<Vec<String>, Arc<redis::RedisError>> {
         let batcher = self.journal.get_or_init(|| {
-            Batcher::spawn(Inbox {
+            Batcher::new(Inbox {
                 conn: self.conn(),
                 keys: self.keys.clone(),
                 script: Script::new(&with_prelude(scripts::INBOX_BATCH)),

@@ -96,8 +96,8 @@ pub struct RedisCoordinator {
     scripts: Arc<CoordScripts>,
     waiters: Arc<Waiters>,
     subscriber: JoinHandle<()>,
-    /// Takes tickets and releases turns in batches; started by the first call, once the
-    /// replica id and lease are set.
+    /// Takes tickets and releases turns in batches; made by the first call, once the replica
+    /// id and lease are set.
     batcher: std::sync::OnceLock<Batcher<Turns>>,
     /// The incarnations waited behind.
     watch: Arc<Watch>,
@@ -128,9 +128,6 @@ impl Drop for RedisCoordinator {
     fn drop(&mut self) {
         self.subscriber.abort();
         self.withdrawer.abort();
-        if let Some(batcher) = self.batcher.get() {
-            batcher.abort();
-        }
         self.watching.abort();
     }
 }
@@ -245,7 +242,7 @@ impl RedisCoordinator {
     /// Runs `op` in the next batch of takes and releases.
     async fn batched(&self, op: Op) -> Reply {
         let batcher = self.batcher.get_or_init(|| {
-            Batcher::spawn(Turns {
+            Batcher::new(Turns {
                 conn: self.conn(),
                 keys: self.keys.clone(),
                 script: Script::new(&with_prelude(scripts::TURNS)),
