@@ -26,6 +26,9 @@ const RECHECK: Duration = Duration::from_secs(1);
 struct Watched {
     /// Woken when the incarnation is found gone.
     gone: Arc<Notify>,
+    /// The waiters watching it. At none, the entry stays until its next read comes due (then
+    /// it goes, unread), so that the next waiter behind the same incarnation, a moment later,
+    /// needs no read of its own.
     waiters: usize,
     /// When to read its liveness next.
     check_at: Instant,
@@ -70,11 +73,12 @@ impl Watch {
                 None => self.added.notified().await,
             }
             let now = Instant::now();
-            let due: Vec<String> = lock(&self.watched)
-                .iter()
-                .filter(|(_, w)| w.check_at <= now)
-                .map(|(inc, _)| inc.clone())
-                .collect();
+            let due: Vec<String> = {
+                let mut watched = lock(&self.watched);
+                // Nobody waits behind these any more.
+                watched.retain(|_, w| w.waiters > 0 || w.check_at > now);
+                watched.iter().filter(|(_, w)| w.check_at <= now).map(|(i, _)| i.clone()).collect()
+            };
             if due.is_empty() {
                 continue;
             }
@@ -115,12 +119,8 @@ pub(super) struct WatchGuard {
 
 impl Drop for WatchGuard {
     fn drop(&mut self) {
-        let mut watched = lock(&self.watch.watched);
-        if let Some(w) = watched.get_mut(&self.incarnation) {
-            w.waiters -= 1;
-            if w.waiters == 0 {
-                watched.remove(&self.incarnation);
-            }
+        if let Some(w) = lock(&self.watch.watched).get_mut(&self.incarnation) {
+            w.waiters = w.waiters.saturating_sub(1);
         }
     }
 }
