@@ -48,16 +48,21 @@ async fn a_store_on_the_application_s_own_client_passes_both_suites_and_keeps_co
     store_conformance(Arc::new(store)).await;
 }
 
-/// How many `SCRIPT` commands (loads) the server executed so far.
-async fn script_commands(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+/// How many commands the server executed, since its statistics were last reset, among those
+/// whose `INFO commandstats` line starts with one of `prefixes`.
+async fn calls(conn: &mut redis::aio::MultiplexedConnection, prefixes: &[&str]) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
-    // `cmdstat_script|load:calls=N,...` (Redis 7 counts subcommands apart), or
-    // `cmdstat_script:calls=N,...` on older servers.
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_script:") || l.starts_with("cmdstat_script|"))
+        .filter(|l| prefixes.iter().any(|p| l.starts_with(p)))
         .filter_map(|l| l.split_once(":calls=").and_then(|(_, rest)| rest.split(',').next()))
         .map(|n| n.parse::<u64>().unwrap())
         .sum()
+}
+
+/// How many `SCRIPT` commands (loads) the server executed so far: `cmdstat_script|load` (Redis
+/// 7 counts subcommands apart), or `cmdstat_script` on older servers.
+async fn script_commands(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    calls(conn, &["cmdstat_script:", "cmdstat_script|"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,12 +144,7 @@ async fn store_and_coordinator_pass_the_conformance_suites_on_a_real_cluster() {
 /// How many script calls (`EVALSHA`, `EVAL`) the server executed since its statistics were
 /// reset.
 async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| l.split_once(":calls=").and_then(|(_, rest)| rest.split(',').next()))
-        .map(|n| n.parse::<u64>().unwrap())
-        .sum()
+    calls(conn, &["cmdstat_evalsha:", "cmdstat_eval:"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
