@@ -222,7 +222,7 @@ pub enum InboxAppend {
 ///
 /// ```
 /// use std::collections::HashMap;
-/// use std::sync::Mutex;
+/// use std::sync::{Mutex, MutexGuard, PoisonError};
 ///
 /// use botmesh_traits::{
 ///     CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Result,
@@ -237,6 +237,12 @@ pub enum InboxAppend {
 ///     rows: Mutex<(HashMap<String, CheckpointRecord>, u64)>,
 /// }
 ///
+/// // No code runs under these locks that could panic and poison them; a poisoned one is
+/// // still taken rather than turned into a panic of the caller.
+/// fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+///     m.lock().unwrap_or_else(PoisonError::into_inner)
+/// }
+///
 /// #[async_trait]
 /// impl Store for MyStore {
 ///     // Opting in: the runtime finds the capability here.
@@ -245,7 +251,7 @@ pub enum InboxAppend {
 ///     }
 ///
 ///     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<()> {
-///         let mut chats = self.chats.lock().unwrap();
+///         let mut chats = lock(&self.chats);
 ///         let first_seen_ms = chats.get(&chat.id).map_or(chat.first_seen_ms, |c| c.first_seen_ms);
 ///         let mut chat = chat.clone();
 ///         chat.first_seen_ms = first_seen_ms;
@@ -254,32 +260,32 @@ pub enum InboxAppend {
 ///     }
 ///
 ///     async fn get_chat(&self, id: &ChatId) -> Result<Option<ChatRecord>> {
-///         Ok(self.chats.lock().unwrap().get(id).cloned())
+///         Ok(lock(&self.chats).get(id).cloned())
 ///     }
 ///
 ///     async fn get_user_data(&self, key: &str) -> Result<Option<String>> {
-///         Ok(self.users.lock().unwrap().get(key).cloned())
+///         Ok(lock(&self.users).get(key).cloned())
 ///     }
 ///
 ///     async fn set_user_data(&self, key: &str, data: &str) -> Result<()> {
-///         self.users.lock().unwrap().insert(key.to_owned(), data.to_owned());
+///         lock(&self.users).insert(key.to_owned(), data.to_owned());
 ///         Ok(())
 ///     }
 ///
 ///     async fn get_checkpoint(&self, key: &str) -> Result<Option<CheckpointRecord>> {
-///         Ok(self.rows.lock().unwrap().0.get(key).cloned())
+///         Ok(lock(&self.rows).0.get(key).cloned())
 ///     }
 ///
 ///     async fn set_checkpoint(&self, key: &str, write: &CheckpointWrite) -> Result<u64> {
 ///         // (A real store honours `write.ttl`; this one keeps rows forever.)
-///         let (rows, last) = &mut *self.rows.lock().unwrap();
+///         let (rows, last) = &mut *lock(&self.rows);
 ///         *last += 1;
 ///         rows.insert(key.to_owned(), CheckpointRecord::new(write.data.clone(), *last));
 ///         Ok(*last)
 ///     }
 ///
 ///     async fn clear_checkpoint(&self, key: &str) -> Result<()> {
-///         self.rows.lock().unwrap().0.remove(key);
+///         lock(&self.rows).0.remove(key);
 ///         Ok(())
 ///     }
 /// }
@@ -293,7 +299,7 @@ pub enum InboxAppend {
 ///         expected: Option<u64>,
 ///     ) -> Result<CasOutcome> {
 ///         // One lock around the read and the write makes them one atomic operation.
-///         let (rows, last) = &mut *self.rows.lock().unwrap();
+///         let (rows, last) = &mut *lock(&self.rows);
 ///         let current = rows.get(key).map(|r| r.revision);
 ///         if current != expected {
 ///             return Ok(CasOutcome::Conflict { current });
@@ -304,7 +310,7 @@ pub enum InboxAppend {
 ///     }
 ///
 ///     async fn clear_checkpoint_if(&self, key: &str, expected: u64) -> Result<bool> {
-///         let (rows, _) = &mut *self.rows.lock().unwrap();
+///         let (rows, _) = &mut *lock(&self.rows);
 ///         if rows.get(key).is_some_and(|r| r.revision == expected) {
 ///             rows.remove(key);
 ///             return Ok(true);
