@@ -86,12 +86,18 @@ async fn reset_stats(url: &str) -> Res<()> {
 async fn commands_executed(url: &str) -> Res<u64> {
     let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
     let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
-    Ok(stats
+    Ok(calls(&stats, |l| !l.starts_with("info:") && !l.starts_with("config|")))
+}
+
+/// The calls `INFO commandstats` counts for the commands `counted` keeps (given each line
+/// after its `cmdstat_`, such as `evalsha:calls=3,...`).
+fn calls(stats: &str, counted: impl Fn(&str) -> bool) -> u64 {
+    stats
         .lines()
         .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter(|l| !l.starts_with("info:") && !l.starts_with("config|"))
+        .filter(|l| counted(l))
         .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum())
+        .sum()
 }
 
 /// Allocations per message for one coordinated echo replica (memory store): 200 chats × 100
@@ -150,12 +156,7 @@ async fn round_trips_per_msg(
     if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
         eprintln!("{stats}");
     }
-    let calls: u64 = stats
-        .lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter(|l| commands.iter().any(|p| l.starts_with(p)))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum();
+    let calls = calls(&stats, |l| commands.iter().any(|p| l.starts_with(p)));
     Ok(calls as f64 / MESSAGES as f64)
 }
 

@@ -184,6 +184,12 @@ fn unreachable_err(url: &str, e: redis::RedisError) -> Error {
     }
 }
 
+/// A duration as Redis's millisecond arguments take it: whole milliseconds, at least one (a
+/// `PX` of 0 is an error), saturating.
+pub(crate) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;

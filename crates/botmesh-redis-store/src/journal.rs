@@ -11,10 +11,10 @@ use botmesh_traits::{
 use redis::{AsyncCommands, Script};
 
 use crate::batch::Batcher;
-use crate::conn::idempotent;
+use crate::conn::{idempotent, ms};
 use crate::inbox::{Inbox, Op};
 use crate::scripts::{self, with_prelude};
-use crate::store::{RedisStore, ms};
+use crate::store::RedisStore;
 
 impl RedisStore {
     /// Runs `op` in the next batch of journal writes.

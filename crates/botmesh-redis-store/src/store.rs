@@ -14,7 +14,7 @@ use botmesh_traits::{
 use redis::{AsyncCommands, Script};
 
 use crate::batch::Batcher;
-use crate::conn::{Conn, Connect, idempotent, redact};
+use crate::conn::{Conn, Connect, idempotent, ms, redact};
 use crate::coordinator::RedisCoordinator;
 use crate::inbox::Inbox;
 use crate::keys::Keys;
@@ -101,10 +101,6 @@ impl std::fmt::Debug for RedisStore {
 async fn preload_all(conn: &Conn) {
     let all: Vec<&str> = scripts::STORE.iter().chain(&scripts::COORDINATION).copied().collect();
     scripts::preload(conn, &all).await;
-}
-
-pub(crate) fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 fn parse_u64(what: &str, s: &str) -> Result<u64> {

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::RedisOptions;
 use crate::batch::{Batcher, Reply};
-use crate::conn::{Conn, Connect, idempotent};
+use crate::conn::{Conn, Connect, idempotent, ms};
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
 
@@ -44,10 +44,6 @@ fn backoff() -> ExponentialBackoff {
 
 fn unavailable(reason: &str, e: impl Into<BoxError>) -> Error {
     Error::CoordinationUnavailable { reason: reason.to_owned(), source: Some(e.into()) }
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use botmesh_traits::{ClusterView, Coordinator, Error, LeaderEntry, ReplicaEntry, Result};
 use futures_util::future::join_all;
 
-use super::{RedisCoordinator, ms, unavailable};
-use crate::conn::idempotent;
+use super::{RedisCoordinator, unavailable};
+use crate::conn::{idempotent, ms};
 use crate::keys::{KeyLayout, Keys};
 
 impl RedisCoordinator {

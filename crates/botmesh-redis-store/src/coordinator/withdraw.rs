@@ -9,8 +9,8 @@ use botmesh_traits::{ChatKey, Ticket};
 use tokio::sync::Notify;
 
 use super::wake::Waiters;
-use super::{CoordScripts, backoff, lock, ms};
-use crate::conn::Conn;
+use super::{CoordScripts, backoff, lock};
+use crate::conn::{Conn, ms};
 use crate::keys::Keys;
 
 /// A ticket to withdraw from Redis: one whose `take_tickets` reply was lost (found by the
