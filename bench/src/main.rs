@@ -14,11 +14,9 @@ mod waits;
 
 use std::path::PathBuf;
 
-use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
-
-/// The system allocator, counting (see `allocs.rs`).
+/// The system allocator, counting per thread (see `allocs.rs`).
 #[global_allocator]
-static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+static GLOBAL: alloc_tracker::Allocator<std::alloc::System> = alloc_tracker::Allocator::system();
 
 type Figures = Vec<(&'static str, f64, &'static str)>;
 

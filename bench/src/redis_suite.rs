@@ -112,16 +112,17 @@ async fn allocs_per_msg(url: &str) -> Res<f64> {
         provider.say(chat, "warm");
     }
     provider.settled(&bot).await;
-    let before = allocs::count();
-    for _ in 0..PER_CHAT {
-        for chat in &chats {
-            provider.say(chat, "hello");
+    let load = async {
+        for _ in 0..PER_CHAT {
+            for chat in &chats {
+                provider.say(chat, "hello");
+            }
         }
-    }
-    provider.settled(&bot).await;
-    let allocations = allocs::count() - before;
+        provider.settled(&bot).await;
+    };
+    let ((), per_message) = allocs::per_iteration((CHATS * PER_CHAT) as u64, load).await?;
     bot.stop().await?;
-    Ok(allocations as f64 / (CHATS * PER_CHAT) as f64)
+    Ok(per_message)
 }
 
 /// The script calls a Redis round trip can be: every command a script runs inside Redis is
