@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 
 use botmesh_traits::{Error, ErrorKind, LeaseLostReason, Recovery};
 use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::job::Timer;
@@ -142,7 +143,15 @@ impl Worker {
     }
 
     /// Runs the active conversation until it waits again or ends, following `goto`s.
-    pub(super) async fn drive(&mut self) {
+    ///
+    /// Boxed: a conversation's step is a large future, and most messages (a bot's plain
+    /// handlers) never drive one, so the futures on their path stay small instead of
+    /// carrying (and moving, job after job) room for it.
+    pub(super) fn drive(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(self.drive_until_waiting())
+    }
+
+    async fn drive_until_waiting(&mut self) {
         while let Some(active) = self.active.as_mut() {
             let out = match (DriveUntilParked { active: &mut *active }).await {
                 Driven::Parked(park) => {

@@ -27,7 +27,10 @@ impl Worker {
                 self.on_message(inbound, changed_hands).await;
                 true
             }
-            Work::Timer { serial, park, timer } => self.on_timer(serial, park, timer).await,
+            // Boxed, as the other paths only some messages take: the common one stays small.
+            Work::Timer { serial, park, timer } => {
+                Box::pin(self.on_timer(serial, park, timer)).await
+            }
             // What it takes over is run item by item before it; it has no work of its own.
             Work::TakeOver { .. } => false,
         }
@@ -54,12 +57,12 @@ impl Worker {
             || def.handover.writes_anything()
             || (changed_hands && def.has_flows);
         let found = match self.active {
-            None if reads => self.load_checkpoint(&msg).await,
+            None if reads => Box::pin(self.load_checkpoint(&msg)).await,
             _ => None,
         };
         match self.exit_for(&msg, found.as_ref()) {
-            Some(Exit::Cancel) => self.cancel(&msg, found).await,
-            Some(Exit::Interrupt(def)) => self.interrupt(msg, found, def).await,
+            Some(Exit::Cancel) => Box::pin(self.cancel(&msg, found)).await,
+            Some(Exit::Interrupt(def)) => Box::pin(self.interrupt(msg, found, def)).await,
             None => self.answer(msg, found, changed_hands).await,
         }
         while let Some(kept) = self.leftover.take() {
@@ -102,7 +105,9 @@ impl Worker {
                     self.drive().await;
                 }
                 Some(Found::Fallback { name, reason, state, revision }) => {
-                    if let Some(msg) = self.fallback(msg, name, reason, state, revision).await {
+                    if let Some(msg) =
+                        Box::pin(self.fallback(msg, name, reason, state, revision)).await
+                    {
                         self.route(msg).await;
                     }
                 }

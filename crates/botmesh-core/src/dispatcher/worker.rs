@@ -381,16 +381,16 @@ impl Worker {
     pub(super) async fn bounded(&mut self, work: Work, changed_hands: bool) -> Outcome {
         let settle = self.shared().coordination.as_ref().map(|c| c.settle());
         self.outcome = Outcome::default();
-        let Some(settle) = settle else {
-            let used = self.work(work, changed_hands).await;
-            return Outcome { used, ..std::mem::take(&mut self.outcome) };
-        };
         let (slot, disp) = (Arc::clone(&self.turn), Arc::clone(&self.disp));
         slot.set_cut(false);
         let finished = {
+            // One future for both ways of running it: a second would double this one's size.
             let run = self.work(work, changed_hands);
             tokio::pin!(run);
-            tokio::select! {
+            match settle {
+                // Without coordination nothing bounds it.
+                None => Some(run.await),
+                Some(settle) => tokio::select! {
                 used = &mut run => Some(used),
                 () = async {
                     tokio::select! {
@@ -411,6 +411,7 @@ impl Worker {
                     };
                     tokio::time::timeout(settle, on_the_wire).await.ok().flatten()
                 }
+                },
             }
         };
         if finished.is_none() {
