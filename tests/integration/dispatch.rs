@@ -6,7 +6,7 @@ use std::time::Duration;
 use botmesh_core::{BotError, Content, Event, Inbound, Media};
 use tokio::time::Instant;
 
-use crate::support::builder;
+use crate::support::{PlainStore, builder};
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_handler_on_chat_a_overlaps_chat_b_but_never_a_s_next_message() {
@@ -177,4 +177,38 @@ async fn bot_send_reaches_any_chat_and_stop_is_graceful() {
         Err(BotError::NotRunning)
     ));
     assert!(matches!(rec.events().last(), Some(Event::Stopped)));
+}
+
+/// A chat's worker stays a while after its queue empties (five seconds): a chat that writes
+/// again within that time is served by the same worker, which wrote the chat's record once,
+/// while one quiet for longer gets a new worker (the record is written again), so quiet chats
+/// do not keep workers for ever.
+#[tokio::test(start_paused = true)]
+async fn a_chat_that_writes_again_soon_keeps_its_worker_and_a_quiet_one_lets_it_go() {
+    let store = Arc::new(PlainStore::local());
+    let (b, provider, _) = builder();
+    let bot = b
+        .store(store.clone())
+        .on_message(|ctx| async move {
+            ctx.reply("ok").await?;
+            Ok::<_, BotError>(())
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    provider.say("a", "1");
+    provider.settled(&bot).await;
+    assert_eq!(store.chat_writes(), 1);
+    for n in 2..=5 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        provider.say("a", &n.to_string());
+        provider.settled(&bot).await;
+    }
+    assert_eq!(store.chat_writes(), 1, "the same worker served the chat's next four messages");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    provider.say("a", "6");
+    provider.settled(&bot).await;
+    assert_eq!(store.chat_writes(), 2, "after six quiet seconds the chat had a new worker");
+    assert_eq!(provider.sent_count(), 6);
+    bot.stop().await.unwrap();
 }

@@ -48,6 +48,8 @@ pub(crate) struct PlainStore {
     shared: bool,
     /// How many times a checkpoint was read.
     checkpoint_reads: std::sync::atomic::AtomicUsize,
+    /// How many times a chat record was written.
+    chat_writes: std::sync::atomic::AtomicUsize,
 }
 
 impl PlainStore {
@@ -62,7 +64,13 @@ impl PlainStore {
             inner: botmesh_core::MemoryStore::new(),
             shared: false,
             checkpoint_reads: std::sync::atomic::AtomicUsize::new(0),
+            chat_writes: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// How many times a chat record was written so far.
+    pub(crate) fn chat_writes(&self) -> usize {
+        self.chat_writes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// How many times a checkpoint was read so far.
@@ -81,6 +89,7 @@ impl botmesh_core::traits::Store for PlainStore {
         &self,
         chat: &botmesh_core::traits::ChatRecord,
     ) -> botmesh_core::traits::Result<()> {
+        self.chat_writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.upsert_chat(chat).await
     }
 

@@ -24,6 +24,12 @@ use crate::durable;
 use crate::shared::Shared;
 use crate::{BotError, EndReason, Event, HandoverOutcome, Message, Result};
 
+/// How long a worker with nothing queued and no conversation waits for its chat's next job
+/// before it ends. An idle worker costs a parked task and its queues (its job futures are
+/// boxed, so little memory); a new one costs a task, its queues, and the chat's first-message
+/// work, which for a chat writing every few seconds would be paid on every message.
+const LINGER: Duration = Duration::from_secs(5);
+
 /// A chat's worker task: its queue's receiving end, the turn it holds while a job runs, and
 /// the chat's conversation in this replica's memory.
 pub(super) struct Worker {
@@ -56,7 +62,10 @@ impl Worker {
             let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
             // The user code it runs is already guarded; this is the last line, so that a bug
             // here can never leave the chat's turn held or the dispatcher's counts wrong.
-            if let Err(panic) = AssertUnwindSafe(self.run_job(job)).catch_unwind().await {
+            // Boxed: a job's future is large, and an idle worker (see `LINGER`) should not
+            // carry room for one, nor move it at each job.
+            let job = Box::pin(self.run_job(job));
+            if let Err(panic) = AssertUnwindSafe(job).catch_unwind().await {
                 self.report(BotError::Panic {
                     key: self.key.clone(),
                     message: panic_message(&*panic),
@@ -103,14 +112,15 @@ impl Worker {
                     }
                 }
             }
-            match rx.try_recv() {
-                Ok(job) => return Some(job),
-                Err(mpsc::error::TryRecvError::Disconnected) => return None,
-                Err(mpsc::error::TryRecvError::Empty) => {}
+            // Nothing queued and no conversation: a chat that writes again soon (a user's
+            // next line, a busy group) reuses this worker for a while rather than paying for a
+            // new one (a task, its queues and the chat's first-message work) per message.
+            if let Ok(job) = tokio::time::timeout(LINGER, rx.recv()).await {
+                return job;
             }
-            // Nothing here and no conversation: unregister under the map lock unless a job is
-            // still on its way (in the ticketer), so that a message arriving now either finds
-            // this worker registered or starts a new one.
+            // Still nothing: unregister under the map lock unless a job is still on its way
+            // (in the ticketer), so that a message arriving now either finds this worker
+            // registered or starts a new one.
             {
                 let mut chats = lock(&self.disp.chats);
                 let registered =
