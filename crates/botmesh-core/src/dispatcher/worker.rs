@@ -62,10 +62,7 @@ impl Worker {
             let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
             // The user code it runs is already guarded; this is the last line, so that a bug
             // here can never leave the chat's turn held or the dispatcher's counts wrong.
-            // Boxed: a job's future is large, and an idle worker (see `LINGER`) should not
-            // carry room for one, nor move it at each job.
-            let job = Box::pin(self.run_job(job));
-            if let Err(panic) = AssertUnwindSafe(job).catch_unwind().await {
+            if let Err(panic) = AssertUnwindSafe(self.run_job(job)).catch_unwind().await {
                 self.report(BotError::Panic {
                     key: self.key.clone(),
                     message: panic_message(&*panic),
@@ -140,7 +137,9 @@ impl Worker {
     /// (acknowledged or handed back) with the turn.
     pub(super) async fn run_job(&mut self, mut job: Job) {
         let span = std::mem::replace(&mut job.span, Span::none());
-        self.run_job_in(job, &span).instrument(span.clone()).await;
+        // Boxed: a job's future is large, and an idle worker (see `LINGER`) should not carry
+        // room for one, nor move it (into the span, the unwind guard, the task) at each job.
+        Box::pin(self.run_job_in(job, &span)).instrument(span.clone()).await;
     }
 
     async fn run_job_in(&mut self, mut job: Job, span: &Span) {
