@@ -67,7 +67,7 @@ impl Ctx {
     pub(crate) fn new(
         shared: Arc<Shared>,
         turn: Arc<TurnSlot>,
-        message: Message,
+        message: Arc<Message>,
         handler: Option<usize>,
     ) -> Self {
         let key = message.key();
@@ -76,7 +76,7 @@ impl Ctx {
             let slot = handler.map_or_else(|| "fallback".to_owned(), |h| format!("h{h}"));
             Arc::new((format!("{key}|{id}|{slot}"), AtomicU32::new(0)))
         });
-        Self { shared, turn, key, message: Arc::new(message), start: Arc::default(), outbox }
+        Self { shared, turn, key, message, start: Arc::default(), outbox }
     }
 
     /// The outbox key of the next send, with durability.

@@ -54,7 +54,8 @@ impl Worker {
                 let text = shared.def.handover.notify_message.clone().unwrap_or_else(|| {
                     shared.def.texts.get(msg.lang.as_deref(), keys::INTERRUPTED).to_owned()
                 });
-                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg, None);
+                let ctx =
+                    Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), Arc::new(msg), None);
                 if let Err(e) = ctx.reply(text).await {
                     self.report(e);
                 }
@@ -75,7 +76,12 @@ impl Worker {
             Fallback::Custom(f) => {
                 let info =
                     HandoverInfo { key: self.key.clone(), name: name.clone(), reason, state };
-                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), None);
+                let ctx = Ctx::new(
+                    Arc::clone(&shared),
+                    Arc::clone(&self.turn),
+                    Arc::new(msg.clone()),
+                    None,
+                );
                 let consumed = match AssertUnwindSafe(f(info, ctx.clone())).catch_unwind().await {
                     Ok(Ok(consumed)) => consumed,
                     Ok(Err(source)) => {

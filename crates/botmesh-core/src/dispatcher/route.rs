@@ -151,9 +151,11 @@ impl Worker {
 
     pub(super) async fn run_handlers(&mut self, msg: Message) {
         let shared = Arc::clone(self.shared());
+        // One message shared by every handler's context.
+        let msg = Arc::new(msg);
         for (slot, handler) in shared.def.handlers.iter().enumerate() {
             let ctx =
-                Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), Some(slot));
+                Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), Arc::clone(&msg), Some(slot));
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
                 Ok(Ok(())) => {}
                 // Cut short under it: its message is not done, and the handler is not to blame.
@@ -176,7 +178,7 @@ impl Worker {
             if let Some(name) = ctx.take_start() {
                 match shared.def.defs.get(&name) {
                     Some(def) => {
-                        self.install(def.clone(), msg, None);
+                        self.install(def.clone(), Arc::unwrap_or_clone(msg), None);
                         self.drive().await;
                     }
                     None => self.report(BotError::UnknownConversation { name }),
