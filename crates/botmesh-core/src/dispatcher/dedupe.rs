@@ -10,7 +10,15 @@ use super::{Accepted, lock};
 use crate::Result;
 
 /// A message's provider and id.
-type Id = (String, String);
+/// A message's provider and id, in one string: the provider's length, a colon, the provider,
+/// then the id (unambiguous whatever either holds). Shared by the map, the eviction order and
+/// a waiting sender, so a new message costs one string and one shared copy of it.
+type Id = Arc<str>;
+
+/// The [`Id`] of message `id` from `provider`, not yet shared.
+fn id_of(provider: &str, id: &str) -> String {
+    format!("{}:{provider}{id}", provider.len())
+}
 
 /// Where a remembered message stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,22 +43,25 @@ impl Dedupe {
     }
 
     /// Remembers a message arriving as `state`, or says where it stood when it was seen before.
-    pub(super) fn admit(&mut self, provider: &str, id: &str, state: Seen) -> Option<Seen> {
+    /// Admits message `id` from `provider` as `state` and returns its [`Id`] (for a waiting
+    /// sender), or says how this process already has it.
+    pub(super) fn admit(&mut self, provider: &str, id: &str, state: Seen) -> Result<Id, Seen> {
+        let entry = id_of(provider, id);
         if self.capacity == 0 {
-            return None;
+            return Ok(entry.into());
         }
-        let entry = (provider.to_owned(), id.to_owned());
-        if let Some(seen) = self.seen.get(&entry) {
-            return Some(*seen);
+        if let Some(seen) = self.seen.get(entry.as_str()) {
+            return Err(*seen);
         }
         if self.order.len() >= self.capacity
             && let Some(old) = self.order.pop_front()
         {
             self.seen.remove(&old);
         }
-        self.seen.insert(entry.clone(), state);
-        self.order.push_back(entry);
-        None
+        let entry: Id = entry.into();
+        self.seen.insert(Arc::clone(&entry), state);
+        self.order.push_back(Arc::clone(&entry));
+        Ok(entry)
     }
 
     fn settle(&mut self, id: &Id, taken: bool) {
@@ -113,18 +124,26 @@ mod tests {
         let dedupe = Arc::new(Mutex::new(Dedupe::new(10)));
         let waiter = |id: &str| {
             let (tx, _rx) = oneshot::channel();
-            Waiter::new(tx, Arc::clone(&dedupe), ("p".to_owned(), id.to_owned()))
+            Waiter::new(tx, Arc::clone(&dedupe), id_of("p", id).into())
         };
-        assert_eq!(lock(&dedupe).admit("p", "a", Seen::Pending), None);
-        assert_eq!(lock(&dedupe).admit("p", "a", Seen::Pending), Some(Seen::Pending));
+        assert!(lock(&dedupe).admit("p", "a", Seen::Pending).is_ok());
+        assert_eq!(lock(&dedupe).admit("p", "a", Seen::Pending), Err(Seen::Pending));
         waiter("a").send(Ok(Accepted::Queued));
-        assert_eq!(lock(&dedupe).admit("p", "a", Seen::Pending), Some(Seen::Taken));
+        assert_eq!(lock(&dedupe).admit("p", "a", Seen::Pending), Err(Seen::Taken));
 
-        assert_eq!(lock(&dedupe).admit("p", "b", Seen::Pending), None);
+        assert!(lock(&dedupe).admit("p", "b", Seen::Pending).is_ok());
         waiter("b").send(Err(crate::BotError::NotRunning));
-        assert_eq!(lock(&dedupe).admit("p", "b", Seen::Pending), None, "refused: taken afresh");
+        assert!(lock(&dedupe).admit("p", "b", Seen::Pending).is_ok(), "refused: taken afresh");
 
         drop(waiter("b"));
-        assert_eq!(lock(&dedupe).admit("p", "b", Seen::Pending), None, "dropped: taken afresh");
+        assert!(lock(&dedupe).admit("p", "b", Seen::Pending).is_ok(), "dropped: taken afresh");
+    }
+
+    #[test]
+    fn ids_of_different_providers_never_collide() {
+        let mut dedupe = Dedupe::new(10);
+        assert!(dedupe.admit("ab", "c", Seen::Taken).is_ok());
+        assert!(dedupe.admit("a", "bc", Seen::Taken).is_ok(), "another provider's message");
+        assert_eq!(dedupe.admit("ab", "c", Seen::Taken), Err(Seen::Taken));
     }
 }

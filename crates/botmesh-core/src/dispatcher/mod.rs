@@ -158,24 +158,22 @@ impl Dispatcher {
             return Err(too_large().into());
         }
         let state = if accepted.is_some() { Seen::Pending } else { Seen::Taken };
-        match lock(&self.dedupe).admit(&inbound.provider, inbound.id.as_str(), state) {
-            None => {}
-            Some(Seen::Pending) if accepted.is_some() => {
+        let admitted = lock(&self.dedupe).admit(&inbound.provider, inbound.id.as_str(), state);
+        let id = match admitted {
+            Ok(id) => id,
+            Err(Seen::Pending) if accepted.is_some() => {
                 // Its earlier delivery may still be refused: this one cannot be answered yet.
                 let reason =
                     format!("an earlier delivery of message {} is still being taken", inbound.id);
                 return Err(Error::CoordinationUnavailable { reason, source: None }.into());
             }
-            Some(_) => {
+            Err(_) => {
                 meters.deduplicated.increment(1);
                 self.shared.events.emit(Event::Duplicate { key, id: inbound.id });
                 return Ok(Accepted::Duplicate);
             }
-        }
-        let accepted = accepted.map(|tx| {
-            let id = (inbound.provider.clone(), inbound.id.as_str().to_owned());
-            Waiter::new(tx, Arc::clone(&self.dedupe), id)
-        });
+        };
+        let accepted = accepted.map(|tx| Waiter::new(tx, Arc::clone(&self.dedupe), id));
         self.one_more();
         let journal =
             if self.shared.durability.is_some() { Journal::Pending } else { Journal::Off };
