@@ -67,9 +67,10 @@ impl Ctx {
     pub(crate) fn new(
         shared: Arc<Shared>,
         turn: Arc<TurnSlot>,
-        message: Arc<Message>,
+        message: impl Into<Arc<Message>>,
         handler: Option<usize>,
     ) -> Self {
+        let message = message.into();
         let key = message.key();
         let outbox = shared.durability.is_some().then(|| {
             let id = crate::durable::journal_id(&message.inbound);

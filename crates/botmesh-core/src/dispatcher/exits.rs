@@ -54,8 +54,7 @@ impl Worker {
         if text.is_empty() {
             return;
         }
-        let ctx =
-            Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), Arc::new(msg.clone()), None);
+        let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), None);
         if let Err(e) = ctx.reply(text.to_owned()).await {
             self.report(e);
         }

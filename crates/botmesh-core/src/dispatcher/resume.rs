@@ -54,8 +54,7 @@ impl Worker {
                 let text = shared.def.handover.notify_message.clone().unwrap_or_else(|| {
                     shared.def.texts.get(msg.lang.as_deref(), keys::INTERRUPTED).to_owned()
                 });
-                let ctx =
-                    Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), Arc::new(msg), None);
+                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg, None);
                 if let Err(e) = ctx.reply(text).await {
                     self.report(e);
                 }
@@ -76,12 +75,7 @@ impl Worker {
             Fallback::Custom(f) => {
                 let info =
                     HandoverInfo { key: self.key.clone(), name: name.clone(), reason, state };
-                let ctx = Ctx::new(
-                    Arc::clone(&shared),
-                    Arc::clone(&self.turn),
-                    Arc::new(msg.clone()),
-                    None,
-                );
+                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), None);
                 let consumed = match AssertUnwindSafe(f(info, ctx.clone())).catch_unwind().await {
                     Ok(Ok(consumed)) => consumed,
                     Ok(Err(source)) => {

@@ -400,26 +400,26 @@ impl Worker {
                 // Without coordination nothing bounds it.
                 None => Some(run.await),
                 Some(settle) => tokio::select! {
-                used = &mut run => Some(used),
-                () = async {
-                    tokio::select! {
-                        () = tokio::time::sleep(settle) => {}
-                        () = disp.handing_back_now() => {}
-                    }
-                } => {
-                    // Cut short: nothing new may start under the turn. A send or checkpoint
-                    // write already on the wire finishes first (bounded by `settle` again), so
-                    // it cannot land after the next holder started.
-                    slot.set_cut(true);
-                    let on_the_wire = async {
+                    used = &mut run => Some(used),
+                    () = async {
                         tokio::select! {
-                            // It ended on its own meanwhile, and saw the cut.
-                            used = &mut run => Some(used),
-                            () = slot.effects_done() => None,
+                            () = tokio::time::sleep(settle) => {}
+                            () = disp.handing_back_now() => {}
                         }
-                    };
-                    tokio::time::timeout(settle, on_the_wire).await.ok().flatten()
-                }
+                    } => {
+                        // Cut short: nothing new may start under the turn. A send or checkpoint
+                        // write already on the wire finishes first (bounded by `settle` again), so
+                        // it cannot land after the next holder started.
+                        slot.set_cut(true);
+                        let on_the_wire = async {
+                            tokio::select! {
+                                // It ended on its own meanwhile, and saw the cut.
+                                used = &mut run => Some(used),
+                                () = slot.effects_done() => None,
+                            }
+                        };
+                        tokio::time::timeout(settle, on_the_wire).await.ok().flatten()
+                    }
                 },
             }
         };
