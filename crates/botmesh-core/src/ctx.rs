@@ -62,16 +62,16 @@ impl std::fmt::Debug for Ctx {
 }
 
 impl Ctx {
-    /// A context for handler number `handler` of `message`, or for the hand-over fallback
-    /// function when `None`.
+    /// A context for handler number `handler` of `message`, of chat `key`, or for the
+    /// hand-over fallback function when `None`.
     pub(crate) fn new(
         shared: Arc<Shared>,
         turn: Arc<TurnSlot>,
+        key: ChatKey,
         message: impl Into<Arc<Message>>,
         handler: Option<usize>,
     ) -> Self {
         let message = message.into();
-        let key = message.key();
         let outbox = shared.durability.is_some().then(|| {
             let id = crate::durable::journal_id(&message.inbound);
             let slot = handler.map_or_else(|| "fallback".to_owned(), |h| format!("h{h}"));

@@ -71,9 +71,12 @@ impl Transports {
                             // The chat belongs to the provider that received it.
                             m.provider.clone_from(&provider);
                         }
+                        // Computed once, here: the dispatcher keeps it.
                         let key = m.key();
                         // Refused: the bot is closed. The dispatcher reports its other refusals.
-                        if let Err(e @ BotError::NotRunning) = dispatcher.dispatch(m) {
+                        if let Err(e @ BotError::NotRunning) =
+                            dispatcher.dispatch_keyed(key.clone(), m)
+                        {
                             events.events.error(Some(&key), e);
                         }
                     }

@@ -12,7 +12,7 @@ use super::resume::Found;
 use crate::checkpoint;
 use crate::flow::Def;
 use crate::texts::keys;
-use crate::{BotError, Ctx, EndReason, Event, Message, Result};
+use crate::{BotError, EndReason, Event, Message, Result};
 
 /// What a message does to the conversation waiting for it, besides answering it.
 pub(super) enum Exit {
@@ -54,7 +54,7 @@ impl Worker {
         if text.is_empty() {
             return;
         }
-        let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), None);
+        let ctx = self.ctx(msg.clone(), None);
         if let Err(e) = ctx.reply(text.to_owned()).await {
             self.report(e);
         }

@@ -117,7 +117,16 @@ impl Dispatcher {
 
     /// Queues a message on its chat.
     pub(crate) fn dispatch(self: &Arc<Self>, inbound: Inbound) -> Result<Accepted> {
-        self.queue(inbound, None)
+        self.queue(inbound.key(), inbound, None)
+    }
+
+    /// [`Dispatcher::dispatch`] for a message whose caller computed its key already.
+    pub(crate) fn dispatch_keyed(
+        self: &Arc<Self>,
+        key: ChatKey,
+        inbound: Inbound,
+    ) -> Result<Accepted> {
+        self.queue(key, inbound, None)
     }
 
     /// Queues a message and waits until its sender may acknowledge it: journaled (with
@@ -133,21 +142,22 @@ impl Dispatcher {
             return Err(Error::CoordinationUnavailable { reason, source: None }.into());
         }
         let (tx, rx) = oneshot::channel();
-        match self.queue(inbound, Some(tx))? {
+        match self.queue(inbound.key(), inbound, Some(tx))? {
             Accepted::Duplicate => Ok(Accepted::Duplicate),
             Accepted::Queued => rx.await.unwrap_or(Err(BotError::NotRunning)),
         }
     }
 
+    /// Queues `inbound`, of chat `key`, for its chat's worker.
     fn queue(
         self: &Arc<Self>,
+        key: ChatKey,
         inbound: Inbound,
         accepted: Option<oneshot::Sender<Result<Accepted>>>,
     ) -> Result<Accepted> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(BotError::NotRunning);
         }
-        let key = inbound.key();
         let meters = self.shared.meters.provider(&inbound.provider);
         meters.received.increment(1);
         let (size, limit) = (body_size(&inbound.content), self.shared.def.max_body_bytes);

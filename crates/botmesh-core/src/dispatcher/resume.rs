@@ -13,7 +13,7 @@ use crate::flow::Def;
 use crate::handover::{Fallback, FallbackReason, HandoverInfo};
 use crate::runner::Resume;
 use crate::texts::keys;
-use crate::{BotError, Ctx, Event, HandoverOutcome, Message};
+use crate::{BotError, Event, HandoverOutcome, Message};
 
 /// What the store holds for a chat without a conversation in memory.
 pub(super) enum Found {
@@ -54,7 +54,7 @@ impl Worker {
                 let text = shared.def.handover.notify_message.clone().unwrap_or_else(|| {
                     shared.def.texts.get(msg.lang.as_deref(), keys::INTERRUPTED).to_owned()
                 });
-                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg, None);
+                let ctx = self.ctx(msg, None);
                 if let Err(e) = ctx.reply(text).await {
                     self.report(e);
                 }
@@ -75,7 +75,7 @@ impl Worker {
             Fallback::Custom(f) => {
                 let info =
                     HandoverInfo { key: self.key.clone(), name: name.clone(), reason, state };
-                let ctx = Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), msg.clone(), None);
+                let ctx = self.ctx(msg.clone(), None);
                 let consumed = match AssertUnwindSafe(f(info, ctx.clone())).catch_unwind().await {
                     Ok(Ok(consumed)) => consumed,
                     Ok(Err(source)) => {

@@ -16,7 +16,7 @@ use crate::clock::now_ms;
 use crate::conv::Input;
 use crate::flow::Def;
 use crate::handover::FlowHandover;
-use crate::{BotError, Ctx, Event, HandoverOutcome, Message};
+use crate::{BotError, Event, HandoverOutcome, Message};
 
 impl Worker {
     /// Runs the work; returns whether it did anything (a stale timer does not).
@@ -154,8 +154,7 @@ impl Worker {
         // One message shared by every handler's context.
         let msg = Arc::new(msg);
         for (slot, handler) in shared.def.handlers.iter().enumerate() {
-            let ctx =
-                Ctx::new(Arc::clone(&shared), Arc::clone(&self.turn), Arc::clone(&msg), Some(slot));
+            let ctx = self.ctx(Arc::clone(&msg), Some(slot));
             match AssertUnwindSafe(handler(ctx.clone())).catch_unwind().await {
                 Ok(Ok(())) => {}
                 // Cut short under it: its message is not done, and the handler is not to blame.

@@ -22,7 +22,7 @@ use super::{Dispatcher, lock, panic_message};
 use crate::coordination::{Item, Local, Outcome, Own, Recorded, TurnRun, TurnSlot};
 use crate::durable;
 use crate::shared::Shared;
-use crate::{BotError, EndReason, Event, HandoverOutcome, Message, Result};
+use crate::{BotError, Ctx, EndReason, Event, HandoverOutcome, Message, Result};
 
 /// How long a worker with nothing queued and no conversation waits for its chat's next job
 /// before it ends. An idle worker costs a parked task and its queues (its job futures are
@@ -441,6 +441,13 @@ impl Worker {
         const NO_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
         let (park, _) = self.active.as_ref()?.parked?;
         Some(park.timeout.unwrap_or(NO_TIMEOUT))
+    }
+
+    /// A context for `msg` under this worker's turn, for handler number `handler`, or for the
+    /// hand-over fallback when `None`.
+    pub(super) fn ctx(&self, msg: impl Into<Arc<Message>>, handler: Option<usize>) -> Ctx {
+        let shared = Arc::clone(self.shared());
+        Ctx::new(shared, Arc::clone(&self.turn), self.key.clone(), msg, handler)
     }
 
     pub(super) fn report(&self, error: BotError) {

@@ -97,9 +97,10 @@ impl Inbound {
 
     /// The ordering key: the provider and the chat, and the participant in a group.
     pub fn key(&self) -> ChatKey {
+        let chat = self.chat.as_str();
         match &self.participant {
-            None => ChatKey::from(format!("{}:{}", self.provider, self.chat)),
-            Some(p) => ChatKey::from(format!("{}:{}/{}", self.provider, self.chat, p)),
+            None => ChatKey::joined(&[&self.provider, ":", chat]),
+            Some(p) => ChatKey::joined(&[&self.provider, ":", chat, "/", p]),
         }
     }
 }
@@ -114,6 +115,15 @@ mod tests {
         let b = Inbound::text("t", "2", "group", "hi").in_group("bob");
         assert_ne!(a.key(), b.key());
         assert_eq!(a.key().as_str(), "t:group/ana");
+    }
+
+    #[test]
+    fn a_long_key_is_whole() {
+        let chat = "c".repeat(200);
+        let m = Inbound::text("t", "1", chat.as_str(), "hi").in_group("ana");
+        assert_eq!(m.key().as_str(), format!("t:{chat}/ana"));
+        let short = Inbound::text("t", "1", "é", "hi");
+        assert_eq!(short.key().as_str(), "t:é");
     }
 
     #[test]

@@ -73,3 +73,27 @@ string_id!(
     /// [`Inbound::key`].
     ChatKey
 );
+
+impl ChatKey {
+    /// The key made of `parts` one after the other, built with one allocation when it is short
+    /// (as keys are: a provider, a chat id and maybe a participant), since every message
+    /// computes its key.
+    pub(crate) fn joined(parts: &[&str]) -> Self {
+        /// Keys up to this long are put together on the stack.
+        const SHORT: usize = 128;
+        let len = parts.iter().map(|p| p.len()).sum::<usize>();
+        if len <= SHORT {
+            let mut buf = [0u8; SHORT];
+            let mut at = 0;
+            for part in parts {
+                buf[at..at + part.len()].copy_from_slice(part.as_bytes());
+                at += part.len();
+            }
+            // Whole strings joined are text; the check cannot fail.
+            if let Ok(text) = std::str::from_utf8(&buf[..len]) {
+                return Self(Arc::from(text));
+            }
+        }
+        Self(Arc::from(parts.concat()))
+    }
+}
