@@ -314,20 +314,7 @@ pub(crate) async fn run() -> Res<Figures> {
     reset_stats(&url).await?;
     let replicas3 = spread(&three).await?;
     let cmds_per_msg = commands_executed(&url).await? as f64 / (CHATS * PER_CHAT) as f64;
-    if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_some() {
-        let mut conn =
-            redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?;
-        let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
-        let cpu: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
-        eprintln!(
-            "{}\n{cpu}",
-            stats
-                .lines()
-                .filter(|l| l.contains("eval") || l.contains("publish"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    }
+    show_stats(&url).await?;
 
     flush(&url).await?;
     let mut three = Vec::new();
@@ -399,6 +386,19 @@ pub(crate) async fn run() -> Res<Figures> {
     Ok(figures)
 }
 
+/// With `BOTMESH_BENCH_VERBOSE` set, prints what Redis executed since the last reset (every
+/// command's calls and time) and the CPU it used.
+async fn show_stats(url: &str) -> Res<()> {
+    if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_none() {
+        return Ok(());
+    }
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
+    let cpu: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
+    eprintln!("{stats}\n{cpu}");
+    Ok(())
+}
+
 /// The `load` suite: `replicas3_msgs_per_s` and `durable_msgs_per_s` alone, to profile or to
 /// compare quickly.
 pub(crate) async fn load() -> Res<Figures> {
@@ -414,7 +414,9 @@ pub(crate) async fn load() -> Res<Figures> {
             let builder = if durable { builder.durability(Durability::new()) } else { builder };
             three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
         }
+        reset_stats(&url).await?;
         figures.push((name, spread(&three).await?, "msg/s"));
+        show_stats(&url).await?;
     }
     Ok(figures)
 }
