@@ -1,15 +1,19 @@
-//! A [`Store`] kept in the memory of one process.
+//! A [`Store`] kept in the memory of one process. `journal.rs` holds its inbox journal and
+//! outbox.
 
-use std::collections::{BTreeMap, HashMap};
+mod journal;
+
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use botmesh_traits::{
     CasOutcome, CasStore, ChatId, ChatRecord, CheckpointRecord, CheckpointWrite, Error, FencedLock,
-    InboxAppend, InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore, LockStore, Result,
-    Store, TaskStore, async_trait,
+    JournalStore, LeaseGrant, LeaseStore, LockStore, Result, Store, TaskStore, async_trait,
 };
 use tokio::time::Instant;
+
+use self::journal::Journal;
 
 /// A store in the memory of one process: fast, and gone when the process ends.
 ///
@@ -52,9 +56,8 @@ struct Inner {
     locks: HashMap<String, Lock>,
     fences: HashMap<String, u64>,
     leases: HashMap<String, Lease>,
-    inbox: HashMap<String, Journaled>,
-    inbox_seq: u64,
-    outbox: HashMap<String, Instant>,
+    /// The inbox journal and the outbox (see `journal.rs`).
+    journal: Journal,
     /// The last occurrence claimed of each durable task.
     tasks: HashMap<String, u64>,
 }
@@ -77,15 +80,6 @@ struct Lease {
     holder: String,
     fence: u64,
     expires: Instant,
-}
-
-#[derive(Debug)]
-struct Journaled {
-    record: InboxRecord,
-    seq: u64,
-    /// Set once acknowledged: the record is forgotten after this.
-    forget_at: Option<Instant>,
-    retain: Duration,
 }
 
 fn live(expires: Option<Instant>, now: Instant) -> bool {
@@ -125,10 +119,6 @@ impl Inner {
         let f = self.fences.entry(key.to_owned()).or_insert(0);
         *f += 1;
         *f
-    }
-
-    fn sweep_inbox(&mut self, now: Instant) {
-        self.inbox.retain(|_, j| j.forget_at.is_none_or(|t| t > now));
     }
 }
 
@@ -340,82 +330,5 @@ impl TaskStore for MemoryStore {
         }
         g.tasks.insert(id.to_owned(), occurrence);
         Ok(true)
-    }
-}
-
-#[async_trait]
-impl JournalStore for MemoryStore {
-    async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
-        let now = Instant::now();
-        let mut g = self.lock()?;
-        g.sweep_inbox(now);
-        if let Some(j) = g.inbox.get(&record.id) {
-            return Ok(InboxAppend::Duplicate { state: j.record.state });
-        }
-        g.inbox_seq += 1;
-        let seq = g.inbox_seq;
-        let forget_at = (record.state == InboxState::Acked).then(|| now + retain);
-        g.inbox.insert(
-            record.id.clone(),
-            Journaled { record: record.clone(), seq, forget_at, retain },
-        );
-        Ok(InboxAppend::Appended)
-    }
-
-    async fn inbox_ack(&self, id: &str) -> Result<()> {
-        let now = Instant::now();
-        let mut g = self.lock()?;
-        if let Some(j) = g.inbox.get_mut(id) {
-            j.record.state = InboxState::Acked;
-            j.forget_at = Some(now + j.retain);
-        }
-        Ok(())
-    }
-
-    async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
-        let now = Instant::now();
-        let g = self.lock()?;
-        Ok(g.inbox
-            .get(id)
-            .filter(|j| j.forget_at.is_none_or(|t| t > now))
-            .map(|j| j.record.clone()))
-    }
-
-    async fn inbox_pending(&self, limit: usize) -> Result<Vec<InboxRecord>> {
-        let g = self.lock()?;
-        let pending: BTreeMap<u64, &InboxRecord> = g
-            .inbox
-            .values()
-            .filter(|j| j.record.state == InboxState::Pending)
-            .map(|j| (j.seq, &j.record))
-            .collect();
-        Ok(pending.into_values().take(limit).cloned().collect())
-    }
-
-    async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
-        let mut g = self.lock()?;
-        match g.inbox.get_mut(id) {
-            Some(j) if j.record.state == InboxState::Pending && j.record.owner == from => {
-                to.clone_into(&mut j.record.owner);
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        let now = Instant::now();
-        let mut g = self.lock()?;
-        if g.outbox.get(key).is_some_and(|t| *t > now) {
-            return Ok(false);
-        }
-        g.outbox.retain(|_, t| *t > now);
-        g.outbox.insert(key.to_owned(), now + ttl);
-        Ok(true)
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        self.lock()?.outbox.remove(key);
-        Ok(())
     }
 }
