@@ -146,11 +146,13 @@ impl Worker {
         let shared = Arc::clone(self.shared());
         if self.disp.handing_back() {
             span.record("outcome", "handed_back");
-            return self.hand_back_job(job).await;
+            // Boxed, like the other rare paths below: the job's future stays the size of the
+            // common one.
+            return Box::pin(self.hand_back_job(job)).await;
         }
         if matches!(job.journal, Journal::Pending) {
             // Without coordination there is no ticketer: journal here, before anything runs.
-            journal_jobs(&shared, std::slice::from_mut(&mut job)).await;
+            Box::pin(journal_jobs(&shared, std::slice::from_mut(&mut job))).await;
         }
         job.answer(Ok(()));
         self.turn.set_first_attempt(false);
@@ -337,7 +339,7 @@ impl Worker {
                 // A stopping bot that ran out of time does not wait for turns any more.
                 () = self.disp.handing_back_now() => {
                     coordination.withdraw(ticket).await;
-                    self.not_run(work, recorded).await;
+                    Box::pin(self.not_run(work, recorded)).await;
                     return Err(());
                 }
             },
@@ -349,7 +351,7 @@ impl Worker {
                 if let Some(id) = recorded {
                     // Not the message's fault: no attempt is counted. The ticket was withdrawn
                     // naming this replica, so the next holder takes it.
-                    self.hand_back(id).await;
+                    Box::pin(self.hand_back(id)).await;
                 }
                 if let (Work::Timer { serial, .. }, Some(active)) = (work, self.active.as_mut())
                     && active.serial == *serial
@@ -372,7 +374,7 @@ impl Worker {
                     name: active.name.clone(),
                     outcome: HandoverOutcome::Dropped,
                 });
-                self.end(active, EndReason::LeaseLost).await;
+                Box::pin(self.end(active, EndReason::LeaseLost)).await;
             }
         }
         Ok(Some((Arc::clone(coordination), turn)))
@@ -427,7 +429,7 @@ impl Worker {
             match self.active.take() {
                 // The step outlived `settle`: stop it, keeping its checkpoint, before the turn
                 // goes to whoever is next.
-                Some(active) => self.end(active, EndReason::Suspended).await,
+                Some(active) => Box::pin(self.end(active, EndReason::Suspended)).await,
                 // A handler or a hook did not finish: its message is not done.
                 None => self.outcome.cut = true,
             }
