@@ -133,7 +133,20 @@ impl Shared {
         let (Some(key), Some(durability)) = (outbox, &self.durability) else {
             return self.send(message, Some(via)).await;
         };
-        let ttl = durability.outbox_ttl;
+        // Boxed: a handler's future holds its sends', and without durability it should not
+        // carry room for the outbox's.
+        Box::pin(self.send_deduplicated(turn, message, via, key, durability.outbox_ttl)).await
+    }
+
+    /// Sends `message` once per outbox `key` (see [`Shared::send_once`]).
+    async fn send_deduplicated(
+        &self,
+        turn: &TurnSlot,
+        message: &Outbound,
+        via: &str,
+        key: String,
+        ttl: Duration,
+    ) -> Result<SendReceipt> {
         let inbox = self.inbox()?;
         // The send is claimed, then marked sent once it went out. Found claimed, it belongs to
         // an earlier run of the same step: that run sent it unless it stopped before the mark,

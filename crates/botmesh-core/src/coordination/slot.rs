@@ -1,8 +1,11 @@
 //! The turn a chat's worker holds, shared with the chat's contexts: every send and checkpoint
 //! write goes through it, checked against the turn before it starts and while it runs.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 
 use tokio::sync::Notify;
 
@@ -29,6 +32,40 @@ pub(crate) struct TurnSlot {
 
 /// Counts an effect as in flight until it finishes or is dropped.
 struct InFlight<'a>(&'a TurnSlot);
+
+pin_project_lite::pin_project! {
+    /// An effect run under the turn (see [`TurnSlot::effect`]): a future of its own rather
+    /// than an `async fn`, which would hold the effect twice (as its argument and pinned).
+    pub(crate) struct Effect<'a, F> {
+        slot: &'a TurnSlot,
+        // Set from the first poll until the effect finishes or is dropped.
+        counted: Option<InFlight<'a>>,
+        #[pin]
+        effect: F,
+    }
+}
+
+impl<T, E, F> Future for Effect<'_, F>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<Error>,
+{
+    type Output = Result<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if this.counted.is_none() {
+            this.slot.in_flight.fetch_add(1, Ordering::SeqCst);
+            *this.counted = Some(InFlight(this.slot));
+        }
+        let done = match this.slot.check_turn() {
+            Err(lost) => Err(lost.into()),
+            Ok(()) => std::task::ready!(this.effect.poll(cx)),
+        };
+        *this.counted = None;
+        Poll::Ready(done)
+    }
+}
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
@@ -98,21 +135,8 @@ impl TurnSlot {
     /// a lost turn and drops the send instead of finishing it out of turn. What the effect
     /// already handed to the network before the freeze reached it before the freeze, inside
     /// the turn.
-    pub(crate) async fn effect<T, E, F>(&self, effect: F) -> Result<T, E>
-    where
-        F: Future<Output = Result<T, E>>,
-        E: From<Error>,
-    {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let _counted = InFlight(self);
-        let mut effect = std::pin::pin!(effect);
-        std::future::poll_fn(|cx| {
-            if let Err(lost) = self.check_turn() {
-                return std::task::Poll::Ready(Err(lost.into()));
-            }
-            effect.as_mut().poll(cx)
-        })
-        .await
+    pub(crate) fn effect<F>(&self, effect: F) -> Effect<'_, F> {
+        Effect { slot: self, counted: None, effect }
     }
 
     /// The turn's own check, without the cut: an effect started before a cut may finish.
