@@ -146,7 +146,9 @@ async fn left_over(
 }
 
 /// Begins the work of `turn`, just acquired for a job whose own work is `own` (see
-/// `Coordination::begin`).
+/// `Coordination::begin`). Without the journal there is nothing to read first, and the turn
+/// begins at once; with it, see [`begin_journaled`] (boxed: the common turn's future stays
+/// small).
 pub(crate) async fn begin(
     state: &Arc<dyn Grants>,
     turn: Arc<dyn Turn>,
@@ -154,8 +156,23 @@ pub(crate) async fn begin(
     sweep: Vec<String>,
     journal: Option<Arc<dyn Journal>>,
 ) -> Option<Box<dyn TurnRun>> {
+    match journal {
+        None => Some(Run::boxed(state, turn, own, None, LeftOver::default(), false)),
+        Some(journal) => Box::pin(begin_journaled(state, turn, own, sweep, journal)).await,
+    }
+}
+
+/// [`begin`] with the journal: first what the incarnations the grant passed over (or the
+/// sweep) left unfinished.
+async fn begin_journaled(
+    state: &Arc<dyn Grants>,
+    turn: Arc<dyn Turn>,
+    own: Own,
+    sweep: Vec<String>,
+    journal: Arc<dyn Journal>,
+) -> Option<Box<dyn TurnRun>> {
     let key = turn.key().clone();
-    if let (Own::Journaled(recorded), Some(journal)) = (&own, &journal)
+    if let Own::Journaled(recorded) = &own
         && taken_while_stalled(state.as_ref(), journal.as_ref(), &key, recorded).await
     {
         // The replica that took the chat over meanwhile took this message too: the turn goes
@@ -168,54 +185,34 @@ pub(crate) async fn begin(
         state.release(&turn, options).await;
         return None;
     }
-    let changed_hands = turn.changed_hands();
     let sweeping = !sweep.is_empty() || matches!(own, Own::Nothing);
     let mut passed = turn.passed_over().to_vec();
     passed.extend(sweep);
-    let left = match &journal {
-        Some(journal) if sweeping || !passed.is_empty() => {
-            let own_id = match &own {
-                Own::Journaled(recorded) => Some(recorded.id.as_str()),
-                _ => None,
-            };
-            left_over(journal.as_ref(), &key, &passed, own_id).await
-        }
-        _ => Some(LeftOver::default()),
+    let left = if sweeping || !passed.is_empty() {
+        let own_id = match &own {
+            Own::Journaled(recorded) => Some(recorded.id.as_str()),
+            _ => None,
+        };
+        left_over(journal.as_ref(), &key, &passed, own_id).await
+    } else {
+        Some(LeftOver::default())
     };
     // Unread (the store failed), what comes first is unknown: everything is handed on.
     let unread = left.is_none();
-    let LeftOver { before, after, rest, own_gone } = left.unwrap_or_default();
+    let left = left.unwrap_or_default();
     let mut own = own;
-    if own_gone && let Own::Journaled(recorded) = &own {
+    if left.own_gone
+        && let Own::Journaled(recorded) = &own
+    {
         // Another holder took this message over while it waited here for its turn.
         let id = recorded.inbound.id.clone();
-        if let Some(journal) = &journal {
-            journal.emit(Event::Duplicate { key: key.clone(), id });
-        }
+        journal.emit(Event::Duplicate { key: key.clone(), id });
         own = Own::Nothing;
     }
-    if let Some(journal) = &journal {
-        for record in &rest {
-            journal.release(&key, &record.id, &record.owner).await;
-        }
+    for record in &left.rest {
+        journal.release(&key, &record.id, &record.owner).await;
     }
-    Some(Box::new(Run {
-        state: Arc::clone(state),
-        used: !before.is_empty(),
-        list: before.into(),
-        after,
-        turn,
-        key,
-        journal,
-        own,
-        phase: Phase::Before,
-        pending: None,
-        changed_hands,
-        lost: unread,
-        interrupted: false,
-        rest_left: !rest.is_empty(),
-        ack: None,
-    }))
+    Some(Run::boxed(state, turn, own, Some(journal), left, unread))
 }
 
 /// Whether this replica stalled since `recorded` was journaled and the replica that took the
@@ -279,6 +276,36 @@ struct Run {
 }
 
 impl Run {
+    /// The run of `turn`, boxed, taking over `left` (whose `rest` was released already)
+    /// around the job's own work; `lost` when the journal could not be read.
+    fn boxed(
+        state: &Arc<dyn Grants>,
+        turn: Arc<dyn Turn>,
+        own: Own,
+        journal: Option<Arc<dyn Journal>>,
+        left: LeftOver,
+        lost: bool,
+    ) -> Box<dyn TurnRun> {
+        let LeftOver { before, after, rest, .. } = left;
+        Box::new(Self {
+            state: Arc::clone(state),
+            key: turn.key().clone(),
+            changed_hands: turn.changed_hands(),
+            used: !before.is_empty(),
+            list: before.into(),
+            after,
+            turn,
+            journal,
+            own,
+            phase: Phase::Before,
+            pending: None,
+            lost,
+            interrupted: false,
+            rest_left: !rest.is_empty(),
+            ack: None,
+        })
+    }
+
     /// Releases what is left of the records being taken over.
     async fn release_list(&mut self) {
         let Some(journal) = &self.journal else { return };
