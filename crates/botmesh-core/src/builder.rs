@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use botmesh_traits::{BoxError, Provider, Store};
 
+use crate::boxing::errors_boxed;
 use crate::coordination::Coordination;
 use crate::dispatcher::Dispatcher;
 use crate::event::{EventBus, Listener};
@@ -148,7 +149,7 @@ impl BotBuilder {
     {
         self.handlers.push(Arc::new(move |ctx| {
             let fut = f(ctx);
-            Box::pin(async move { fut.await.map_err(Into::into) })
+            Box::pin(errors_boxed(fut))
         }));
         self
     }
@@ -164,7 +165,7 @@ impl BotBuilder {
     {
         self.hooks.push(Arc::new(move |m| {
             let fut = f(m);
-            Box::pin(async move { fut.await.map_err(Into::into) })
+            Box::pin(errors_boxed(fut))
         }));
         self
     }

@@ -10,6 +10,7 @@ use botmesh_traits::BoxError;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use crate::boxing::errors_boxed;
 use crate::{ConvCtx, Message, Trigger};
 
 /// What a `do` step asks for next.
@@ -255,7 +256,7 @@ impl Flow {
     {
         let f: DoFn = Arc::new(move |c| {
             let fut = f(c);
-            Box::pin(async move { fut.await.map_err(Into::into) })
+            Box::pin(errors_boxed(fut))
         });
         self.steps.push(StepDef::Do { name: name.into(), f });
         self
@@ -332,7 +333,7 @@ impl Conversation {
     {
         let f: ConvFn = Arc::new(move |c| {
             let fut = f(c);
-            Box::pin(async move { fut.await.map_err(Into::into) })
+            Box::pin(errors_boxed(fut))
         });
         Self {
             name: name.into(),

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::Ctx;
+use crate::boxing::errors_boxed;
 
 /// Whether flows without [`.persistent()`](crate::Flow::persistent) are carried over.
 ///
@@ -71,7 +72,7 @@ impl Fallback {
     {
         Self::Custom(Arc::new(move |info, ctx| {
             let fut = f(info, ctx);
-            Box::pin(async move { fut.await.map_err(Into::into) })
+            Box::pin(errors_boxed(fut))
         }))
     }
 

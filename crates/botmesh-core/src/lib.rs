@@ -107,6 +107,7 @@
 
 mod accepted;
 mod bot;
+mod boxing;
 mod builder;
 mod checkpoint;
 mod clock;

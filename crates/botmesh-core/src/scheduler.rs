@@ -21,6 +21,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use crate::boxing::errors_boxed;
 use crate::coordination::Coordination;
 use crate::dispatcher::panic_message;
 use crate::{Bot, BotError, Event, telemetry};
@@ -285,7 +286,7 @@ where
 {
     Arc::new(move |ctx| {
         let fut = f(ctx);
-        Box::pin(async move { fut.await.map_err(Into::into) })
+        Box::pin(errors_boxed(fut))
     })
 }
 
