@@ -89,7 +89,10 @@ impl<S: Batch> Batcher<S> {
                 // The slot is given back (or goes on with what queued meanwhile) even if this
                 // call is dropped before its reply.
                 let _slot = Slot(Arc::clone(&self.inner));
-                self.inner.sender.send(vec![op]).await.pop().unwrap_or_else(|| Err(short()))
+                // Boxed: under load most calls queue instead, and a call's future (boxed
+                // itself behind the store's traits) should not carry room for a send.
+                let mut sent = Box::pin(self.inner.sender.send(vec![op])).await;
+                sent.pop().unwrap_or_else(|| Err(short()))
             }
         }
     }
