@@ -135,10 +135,11 @@ struct TraceOf {
     trace: Option<String>,
 }
 
-/// Journals messages that arrived together, in one concurrent batch of appends, each in a
-/// `journal` span inside its message's span.
+/// Journals messages of chat `key` that arrived together, in one concurrent batch of appends,
+/// each in a `journal` span inside its message's span.
 pub(crate) async fn journal<'a>(
     shared: &Shared,
+    key: &ChatKey,
     messages: impl Iterator<Item = (&'a Inbound, &'a Span)>,
 ) -> Vec<Journaled> {
     let Some(durability) = &shared.durability else { return Vec::new() };
@@ -150,7 +151,6 @@ pub(crate) async fn journal<'a>(
                 Ok(p) => p,
                 Err(e) => return (id, Err(Error::corrupt("an inbound message", e))),
             };
-            let key = inbound.key();
             let record = InboxRecord::pending(&id, key.as_str(), payload, &shared.owner);
             let appended =
                 async { shared.inbox()?.inbox_append(&record, durability.retain).await }.await;

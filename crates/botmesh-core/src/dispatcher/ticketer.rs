@@ -14,16 +14,16 @@ use crate::coordination::Coordination;
 use crate::durable::{self, Journaled};
 use crate::shared::Shared;
 
-/// Journals the messages among `jobs` that wait for it (in one concurrent batch), marking
-/// retries of journaled messages as duplicates.
-pub(super) async fn journal_jobs(shared: &Arc<Shared>, jobs: &mut [Job]) {
+/// Journals the messages among `jobs` (all of chat `key`) that wait for it (in one concurrent
+/// batch), marking retries of journaled messages as duplicates.
+pub(super) async fn journal_jobs(shared: &Arc<Shared>, key: &ChatKey, jobs: &mut [Job]) {
     let inbound = jobs.iter().filter(|j| matches!(j.journal, Journal::Pending)).filter_map(|j| {
         match &j.work {
             Work::Message(m) => Some((m, &j.span)),
             Work::Timer { .. } | Work::TakeOver { .. } => None,
         }
     });
-    let mut results = durable::journal(shared, inbound).await.into_iter();
+    let mut results = durable::journal(shared, key, inbound).await.into_iter();
     for job in jobs.iter_mut().filter(|j| matches!(j.journal, Journal::Pending)) {
         job.journal = match results.next() {
             Some(Journaled::New(id)) => {
@@ -64,7 +64,7 @@ pub(super) async fn ticketer(
     const BATCH: usize = 64;
     let mut batch = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut batch, BATCH).await > 0 {
-        journal_jobs(&shared, &mut batch).await;
+        journal_jobs(&shared, &key, &mut batch).await;
         let takes = |j: &Job| {
             !matches!(j.journal, Journal::Duplicate | Journal::Refused | Journal::Elsewhere)
         };

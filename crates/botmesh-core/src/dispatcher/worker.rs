@@ -152,7 +152,7 @@ impl Worker {
         }
         if matches!(job.journal, Journal::Pending) {
             // Without coordination there is no ticketer: journal here, before anything runs.
-            Box::pin(journal_jobs(&shared, std::slice::from_mut(&mut job))).await;
+            Box::pin(journal_jobs(&shared, &self.key, std::slice::from_mut(&mut job))).await;
         }
         job.answer(Ok(()));
         self.turn.set_first_attempt(false);

@@ -3,13 +3,13 @@
 //! when. Expired entries are dropped from the front of their index as calls come, so each
 //! call costs what expired since the last one, not what the store holds.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use botmesh_traits::{InboxAppend, InboxRecord, InboxState, JournalStore, Result, async_trait};
 use tokio::time::Instant;
 
-use super::MemoryStore;
+use super::{MemoryStore, live};
 
 /// The journal and the outbox.
 #[derive(Debug, Default)]
@@ -17,16 +17,16 @@ pub(super) struct Journal {
     records: HashMap<String, Journaled>,
     /// The pending records' ids, in journal order.
     pending: BTreeMap<u64, String>,
-    /// Acknowledged records by when they are forgotten (and their sequence, to tell them
-    /// apart). An entry whose record was acknowledged again since is stale, and skipped.
-    forget: BTreeMap<(Instant, u64), String>,
-    /// The last sequence given.
+    /// Acknowledged records' ids by when they are forgotten. An entry whose record was
+    /// acknowledged again since is stale, and skipped.
+    forget: BTreeSet<(Instant, String)>,
+    /// The last sequence given to a record.
     seq: u64,
     /// Outbox entries and until when each is kept.
     outbox: HashMap<String, Instant>,
     /// Outbox entries by when they expire; an entry claimed again or released since is
     /// stale, and skipped.
-    outbox_expiry: BTreeMap<(Instant, u64), String>,
+    outbox_expiry: BTreeSet<(Instant, String)>,
 }
 
 #[derive(Debug)]
@@ -46,12 +46,8 @@ impl Journal {
 
     /// Forgets the acknowledged records due by `now`.
     fn sweep_records(&mut self, now: Instant) {
-        while let Some(entry) = self.forget.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let id = entry.remove();
-            if self.records.get(&id).and_then(|j| j.forget_at).is_some_and(|t| t <= now) {
+        while let Some(id) = next_due(&mut self.forget, now) {
+            if self.records.get(&id).is_some_and(|j| !live(j.forget_at, now)) {
                 self.records.remove(&id);
             }
         }
@@ -59,12 +55,8 @@ impl Journal {
 
     /// Drops the outbox entries expired by `now`.
     fn sweep_outbox(&mut self, now: Instant) {
-        while let Some(entry) = self.outbox_expiry.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let key = entry.remove();
-            if self.outbox.get(&key).is_some_and(|t| *t <= now) {
+        while let Some(key) = next_due(&mut self.outbox_expiry, now) {
+            if self.outbox.get(&key).is_some_and(|t| !live(Some(*t), now)) {
                 self.outbox.remove(&key);
             }
         }
@@ -72,7 +64,7 @@ impl Journal {
 
     /// The record `id`, unless it was forgotten by `now`.
     fn live(&self, id: &str, now: Instant) -> Option<&Journaled> {
-        self.records.get(id).filter(|j| j.forget_at.is_none_or(|t| t > now))
+        self.records.get(id).filter(|j| live(j.forget_at, now))
     }
 
     /// Acknowledges record `id` at `now`.
@@ -84,8 +76,16 @@ impl Journal {
         j.record.state = InboxState::Acked;
         let at = now + j.retain;
         j.forget_at = Some(at);
-        self.forget.insert((at, j.seq), id.to_owned());
+        self.forget.insert((at, id.to_owned()));
     }
+}
+
+/// Takes the first entry of `index` that is due by `now`, if any.
+fn next_due(index: &mut BTreeSet<(Instant, String)>, now: Instant) -> Option<String> {
+    if index.first().is_some_and(|(at, _)| *at <= now) {
+        return index.pop_first().map(|(_, entry)| entry);
+    }
+    None
 }
 
 #[async_trait]
@@ -101,9 +101,13 @@ impl JournalStore for MemoryStore {
         let seq = journal.next_seq();
         let forget_at = (record.state == InboxState::Acked).then(|| now + retain);
         match forget_at {
-            Some(at) => journal.forget.insert((at, seq), record.id.clone()),
-            None => journal.pending.insert(seq, record.id.clone()),
-        };
+            Some(at) => {
+                journal.forget.insert((at, record.id.clone()));
+            }
+            None => {
+                journal.pending.insert(seq, record.id.clone());
+            }
+        }
         let journaled = Journaled { record: record.clone(), seq, forget_at, retain };
         journal.records.insert(record.id.clone(), journaled);
         Ok(InboxAppend::Appended)
@@ -151,9 +155,9 @@ impl JournalStore for MemoryStore {
         if journal.outbox.contains_key(key) {
             return Ok(false);
         }
-        let (until, seq) = (now + ttl, journal.next_seq());
+        let until = now + ttl;
         journal.outbox.insert(key.to_owned(), until);
-        journal.outbox_expiry.insert((until, seq), key.to_owned());
+        journal.outbox_expiry.insert((until, key.to_owned()));
         Ok(true)
     }
 
