@@ -159,14 +159,21 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
 end
 -- Gives back the turn of ticket `seq` of this incarnation, used or not (`used` '1'/'0'),
 -- handing back (`back` '1': whoever the turn was told about is passed on to the next grant),
--- then hands it to the first live ticket or lets the state expire after `keep` ms. Returns
--- `{0}` when the turn was not ours, else `{1}` followed by a grant the turn went on to for
--- another ticket of this incarnation (`seq, fence, prev, passed over`), if any.
-local function release(st, q, inc, seq, used, keep, wake, key, prefix, back)
+-- then hands it to the first live ticket or lets the state expire after `keep` ms. When the
+-- turn went on, in the holder, through a run of its next tickets up to `through` (which
+-- otherwise is `seq`), those leave the queue, and what the grant of `seq` passed over was
+-- taken over by the run already. Returns `{0}` when the turn was not ours, else `{1}`
+-- followed by a grant the turn went on to for another ticket of this incarnation (`seq,
+-- fence, prev, passed over`), if any.
+local function release(st, q, inc, seq, through, used, keep, wake, key, prefix, back)
   local mine = inc .. '|' .. seq .. '|'
   local cur = redis.call('HMGET', st, 'h', 'p', 'hd', 'l', 'd')
   if not cur[1] or string.sub(cur[1], 1, #mine) ~= mine then return {0} end
   local l, d = cur[4], cur[5]
+  if through ~= seq then
+    redis.call('ZREMRANGEBYSCORE', q, '-inf', through)
+    cur[3] = nil
+  end
   if back == '1' then
     passed(st, inc)
     for other in string.gmatch(cur[3] or '', '[^,]+') do passed(st, other) end

@@ -2,7 +2,8 @@
 -- `release` in the prelude).
 -- KEYS: per operation, the chat's state and queue.
 -- ARGV: incarnation, replica, alive prefix, lease ms, wake prefix, then per operation either
--- 't', chat key, count, tid; or 'r', chat key, seq, used (1/0), keep ms, hand back (1/0).
+-- 't', chat key, count, tid; or 'r', chat key, seq, through, used (1/0), keep ms, hand back
+-- (1/0).
 -- Returns, per operation, the length of its reply, then the reply.
 local inc, replica, prefix, lease, wake = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local out, a, k, registered = {}, 6, 1, false
@@ -22,8 +23,8 @@ while a <= #ARGV do
     emit(take(st, q, inc, replica, prefix, wake, key, tonumber(ARGV[a + 2]), ARGV[a + 3]))
     a = a + 4
   else
-    emit(release(st, q, inc, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], wake, key, prefix, ARGV[a + 5]))
-    a = a + 6
+    emit(release(st, q, inc, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], wake, key, prefix, ARGV[a + 6]))
+    a = a + 7
   end
 end
 return out

@@ -5,8 +5,12 @@
 //!
 //! - **Round trips are the budget.** Every read-then-write is one Lua script, atomic on the
 //!   server. An uncontended message costs two coordination round trips: its ticket (which
-//!   comes with the turn when the chat is free) and its release. A heartbeat is one command
-//!   per liveness key, whatever the number of chats a replica holds.
+//!   comes with the turn when the chat is free) and its release. When the chat's next ticket
+//!   is the same replica's (a burst at one replica, or every message of an exclusive
+//!   transport), the turn passes to it in the replica without a round trip; Redis goes on
+//!   recording the run's first ticket as the holder, and one release ends a run of up to 32.
+//!   A heartbeat is one command per liveness key, whatever the number of chats a replica
+//!   holds.
 //! - **Waiting is woken, not polled.** A release with tickets waiting grants the turn and
 //!   publishes the grant on the waiting incarnation's channel; each coordinator holds one
 //!   subscription and wakes its local waiters. A holder that dies is noticed by a watch of

@@ -14,8 +14,9 @@ use crate::keys::Keys;
 pub(super) enum Op {
     /// `count` tickets of `key`, for the call `tid`.
     Take { key: ChatKey, count: usize, tid: String },
-    /// The turn of ticket `seq` of `key` given back.
-    Release { key: ChatKey, seq: u64, used: bool, keep_ms: u64, hand_back: bool },
+    /// The turn of ticket `seq` of `key` given back, with the run of our tickets through
+    /// `through` that held it after `seq` (`seq` itself outside a run).
+    Release { key: ChatKey, seq: u64, through: u64, used: bool, keep_ms: u64, hand_back: bool },
 }
 
 impl Op {
@@ -83,11 +84,12 @@ impl Turns {
                 Op::Take { key, count, tid } => {
                     invocation.arg("t").arg(key.as_str()).arg(*count).arg(tid);
                 }
-                Op::Release { key, seq, used, keep_ms, hand_back } => {
+                Op::Release { key, seq, through, used, keep_ms, hand_back } => {
                     invocation
                         .arg("r")
                         .arg(key.as_str())
                         .arg(*seq)
+                        .arg(*through)
                         .arg(if *used { "1" } else { "0" })
                         .arg(*keep_ms)
                         .arg(if *hand_back { "1" } else { "0" });

@@ -19,6 +19,7 @@ use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
 
 mod batch;
+mod runs;
 mod view;
 mod wait;
 mod wake;
@@ -26,6 +27,7 @@ mod watch;
 mod withdraw;
 
 use self::batch::{Op, Turns};
+use self::runs::{Release, Runs};
 use self::wake::{Waiters, passed_over, subscriber};
 use self::watch::Watch;
 use self::withdraw::{Withdraw, Withdrawals};
@@ -66,6 +68,9 @@ struct CoordScripts {
 ///   turn back in one. Tickets and releases asked for while earlier ones are on the wire go
 ///   together, whatever their chats: one script call per batch (per shard in the cluster
 ///   layout).
+/// - A turn whose chat's next ticket is this incarnation's own passes to it here, without a
+///   round trip, while the liveness key is known to be alive (see `runs.rs`); other replicas
+///   see the turn held all along, and one release ends the run.
 /// - A waiting ticket is woken by Redis: the release that hands it the turn publishes the
 ///   grant on the waiting incarnation's channel. A holder that dies announces nothing: the
 ///   incarnations waited behind are watched, one liveness read per incarnation when its key
@@ -95,6 +100,8 @@ pub struct RedisCoordinator {
     /// Takes tickets and releases turns in batches; made by the first call, once the replica
     /// id and lease are set.
     batcher: std::sync::OnceLock<Batcher<Turns>>,
+    /// Runs of a chat's own consecutive tickets, whose turn passes without a round trip.
+    runs: Runs,
     /// The incarnations waited behind.
     watch: Arc<Watch>,
     watching: JoinHandle<()>,
@@ -199,6 +206,7 @@ impl RedisCoordinator {
             waiters,
             subscriber,
             batcher: std::sync::OnceLock::new(),
+            runs: Runs::default(),
             watch,
             watching,
             withdrawals,
@@ -262,18 +270,47 @@ impl RedisCoordinator {
     async fn release(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
         // A hand-over message that arrived after the turn was found by polling is stale now.
         lock(&self.waiters.granted).remove(&(grant.key.clone(), grant.seq));
-        let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
+        match self.runs.release(grant, options, &self.replica_id, self.lease) {
+            Release::Passed(next) => {
+                lock(&self.waiters.granted).insert((next.key.clone(), next.seq), next);
+                self.waiters.wake(&grant.key);
+                Ok(true)
+            }
+            Release::Redis { held, through } => {
+                // Within a run, the turns before this one were used.
+                let used = options.used || held != through;
+                let hand_back = options.hand_back;
+                self.release_in_redis(&grant.key, held, through, used, hand_back, options.retain)
+                    .await
+            }
+        }
+    }
+
+    /// Releases in Redis the turn Redis records for ticket `held`, the run through `through`
+    /// (the same ticket outside a run).
+    async fn release_in_redis(
+        &self,
+        key: &ChatKey,
+        held: u64,
+        through: u64,
+        used: bool,
+        hand_back: bool,
+        retain: Option<Duration>,
+    ) -> Result<bool> {
+        let keep = retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
         let reply = self
             .batched(Op::Release {
-                key: grant.key.clone(),
-                seq: grant.seq,
-                used: options.used,
+                key: key.clone(),
+                seq: held,
+                through,
+                used,
                 keep_ms: ms(keep),
-                hand_back: options.hand_back,
+                hand_back,
             })
             .await
             .map_err(|e| unavailable("releasing a turn", e))?;
-        self.waiters.deliver(&grant.key, reply.get(1..).unwrap_or_default());
+        self.runs.released(key, through);
+        self.waiters.deliver(key, reply.get(1..).unwrap_or_default());
         Ok(reply.first().is_some_and(|ok| ok == "1"))
     }
 }
@@ -342,6 +379,10 @@ impl Coordinator for RedisCoordinator {
             }
             tickets.push(Ticket::new(key.clone(), seq, grant));
         }
+        self.runs.taken(key, tickets.iter().filter(|t| t.grant.is_none()).map(|t| t.seq));
+        if let Some(ticket) = tickets.iter().find(|t| t.grant.is_some()) {
+            self.runs.holds(key, ticket.seq);
+        }
         if let Some(grant) = granted.filter(|g| !tickets.iter().any(|t| t.seq == g.seq)) {
             // The turn went to an older ticket of ours, still waiting.
             lock(&self.waiters.granted).insert((key.clone(), grant.seq), grant);
@@ -351,7 +392,12 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
-        self.wait(ticket, timeout).await
+        let waited = self.wait(ticket, timeout).await;
+        match &waited {
+            Ok(grant) => self.runs.holds(&grant.key, grant.seq),
+            Err(_) => self.runs.ended(&ticket.key, ticket.seq),
+        }
+        waited
     }
 
     async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
@@ -363,6 +409,16 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
+        let id = (ticket.key.clone(), ticket.seq);
+        let unclaimed = || lock(&self.waiters.granted).remove(&id).is_some();
+        if let Some(held) = self.runs.withdrawn(&ticket.key, ticket.seq, unclaimed) {
+            // The turn had passed to this ticket within a run: end the run in Redis, handing
+            // the ticket's message on as a withdrawn one is.
+            return self
+                .release_in_redis(&ticket.key, held, ticket.seq, true, true, None)
+                .await
+                .map(drop);
+        }
         // A cancel Redis did not confirm is retried until it is: the ticket must not stay
         // queued with nobody waiting for it.
         self.withdrawals
@@ -400,11 +456,17 @@ impl Coordinator for RedisCoordinator {
                     .await
             }
         });
+        let started = tokio::time::Instant::now();
         let mut expired = false;
         for result in join_all(sets).await {
             expired |= result.map_err(|e| unavailable("renewing the heartbeat", e))?.is_none();
         }
         let was_registered = self.registered.swap(true, std::sync::atomic::Ordering::SeqCst);
+        if expired && was_registered {
+            self.runs.expired();
+        } else {
+            self.runs.renewed(started);
+        }
         if expired && was_registered {
             // Renewed now, but the liveness key had run out: other replicas may have taken
             // this incarnation's turns and leaderships meanwhile.

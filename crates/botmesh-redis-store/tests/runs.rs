@@ -1,0 +1,113 @@
+//! A run of one replica's consecutive tickets in a chat: the turn passes between them without
+//! a round trip, other replicas see it held all along, and the run ends in Redis.
+#![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
+
+use std::time::Duration;
+
+use botmesh_redis_store::{RedisCoordinator, RedisOptions};
+use botmesh_testing::RedisServer;
+use botmesh_traits::{ChatKey, Coordinator};
+
+const LEASE: Duration = Duration::from_secs(5);
+
+/// Generous: a grant that is due arrives within milliseconds.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Long enough for a wrongly granted turn to have arrived (its hand-over takes a round trip).
+const STILL: Duration = Duration::from_millis(300);
+
+async fn replica(url: &str, id: &str) -> RedisCoordinator {
+    let coordinator = RedisCoordinator::connect(RedisOptions::new(url, "runs"))
+        .await
+        .unwrap()
+        .with_lease(LEASE)
+        .with_replica_id(id);
+    coordinator.heartbeat(LEASE).await.unwrap();
+    coordinator
+}
+
+/// The script calls the server executed since its statistics were last reset.
+async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| l.split_once(":calls=").and_then(|(_, rest)| rest.split(',').next()))
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turn_passes_along_a_run_of_one_replica_s_tickets_without_a_round_trip() {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
+    let key = ChatKey::from("chat");
+    let run = a.take_tickets(&key, 3).await.unwrap();
+    let theirs = b.take_ticket(&key).await.unwrap();
+    assert!(theirs.grant.is_none(), "b queues behind a's three tickets");
+
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
+    let mut grant = run[0].grant.clone().unwrap();
+    for ticket in &run[1..] {
+        assert!(a.release_turn(&grant).await.unwrap());
+        grant = tokio::time::timeout(WAIT, a.wait_turn(ticket, WAIT)).await.unwrap().unwrap();
+        assert_eq!((grant.seq, grant.fence), (ticket.seq, ticket.seq), "its own fence");
+        assert_eq!(grant.previous_holder.as_deref(), Some("a"));
+        assert!(grant.passed_over.is_empty());
+    }
+    assert_eq!(script_calls(&mut admin).await, 0, "the turn passed twice without asking Redis");
+
+    let waiting = tokio::time::timeout(STILL, b.wait_turn(&theirs, WAIT)).await;
+    assert!(waiting.is_err(), "b sees the turn held all along");
+
+    assert!(a.release_turn(&grant).await.unwrap());
+    let g = tokio::time::timeout(WAIT, b.wait_turn(&theirs, WAIT)).await.unwrap().unwrap();
+    assert_eq!(g.seq, theirs.seq);
+    assert!(g.fence > grant.fence, "fences grow across the run");
+    assert_eq!(g.previous_holder.as_deref(), Some("a"));
+    assert!(g.passed_over.is_empty(), "nothing was passed over: {:?}", g.passed_over);
+    assert!(b.release_turn(&g).await.unwrap());
+
+    // The run's tickets left the queue with it: the chat is free again.
+    let next = a.take_ticket(&key).await.unwrap();
+    assert!(next.grant.is_some(), "a free chat grants the next ticket at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_withdrawn_after_the_turn_passed_to_it_ends_the_run_and_its_message_is_taken_over()
+{
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
+    let key = ChatKey::from("chat");
+    let run = a.take_tickets(&key, 2).await.unwrap();
+    let theirs = b.take_ticket(&key).await.unwrap();
+    assert!(a.release_turn(run[0].grant.as_ref().unwrap()).await.unwrap());
+    // The turn passed to run[1] here; its message is dropped before it took the turn.
+    a.cancel_ticket(&run[1]).await.unwrap();
+    let g = tokio::time::timeout(WAIT, b.wait_turn(&theirs, WAIT)).await.unwrap().unwrap();
+    assert_eq!(g.seq, theirs.seq);
+    assert_eq!(g.passed_over, [a.incarnation()], "b takes the withdrawn message over");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_turn_in_a_run_is_released_in_redis_and_keeps_the_run_s_holder() {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
+    let key = ChatKey::from("chat");
+    let run = a.take_tickets(&key, 2).await.unwrap();
+    let theirs = b.take_ticket(&key).await.unwrap();
+    assert!(a.release_turn(run[0].grant.as_ref().unwrap()).await.unwrap());
+    let second = tokio::time::timeout(WAIT, a.wait_turn(&run[1], WAIT)).await.unwrap().unwrap();
+    let options = botmesh_traits::ReleaseOptions::unused();
+    assert!(a.release_turn_with(&second, &options).await.unwrap());
+    let g = tokio::time::timeout(WAIT, b.wait_turn(&theirs, WAIT)).await.unwrap().unwrap();
+    assert_eq!(g.previous_holder.as_deref(), Some("a"), "the run's first turn was used");
+    assert!(g.passed_over.is_empty());
+}
