@@ -302,7 +302,10 @@ impl Coordination for Runtime {
         journal: Option<Arc<dyn Journal>>,
     ) -> Option<Box<dyn TurnRun>> {
         let grants: Arc<dyn Grants> = Arc::clone(&self.state) as Arc<dyn Grants>;
-        turns::begin(&grants, turn, own, sweep, journal).await
+        match turns::begin(&grants, turn, own, sweep, journal) {
+            turns::Begin::Now(run) => run,
+            turns::Begin::Reading(reading) => reading.await,
+        }
     }
 
     fn status(&self) -> CoordinationStatus {

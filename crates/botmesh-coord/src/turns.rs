@@ -5,6 +5,8 @@
 //! order, and what becomes of each message.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,20 +148,49 @@ async fn left_over(
 }
 
 /// Begins the work of `turn`, just acquired for a job whose own work is `own` (see
-/// `Coordination::begin`). Without the journal there is nothing to read first, and the turn
-/// begins at once; with it, see [`begin_journaled`] (boxed: the common turn's future stays
-/// small).
-pub(crate) async fn begin(
-    state: &Arc<dyn Grants>,
+/// `Coordination::begin`). Without the journal, or with nothing to read in it first (see
+/// [`reads_first`]), the turn begins at once; otherwise see [`begin_journaled`] (boxed: the
+/// common turn's future stays small).
+pub(crate) fn begin<'a>(
+    state: &'a Arc<dyn Grants>,
     turn: Arc<dyn Turn>,
     own: Own,
     sweep: Vec<String>,
     journal: Option<Arc<dyn Journal>>,
-) -> Option<Box<dyn TurnRun>> {
+) -> Begin<'a> {
     match journal {
-        None => Some(Run::boxed(state, turn, own, None, LeftOver::default(), false)),
-        Some(journal) => Box::pin(begin_journaled(state, turn, own, sweep, journal)).await,
+        Some(journal) if reads_first(state.as_ref(), turn.as_ref(), &own, &sweep) => {
+            Begin::Reading(Box::pin(begin_journaled(state, turn, own, sweep, journal)))
+        }
+        journal => {
+            Begin::Now(Some(Run::boxed(state, turn, own, journal, LeftOver::default(), false)))
+        }
     }
+}
+
+/// Whether a turn with the journal has to read it before it begins: its message was
+/// journaled before this replica last stalled (was it taken over meanwhile?), it sweeps or
+/// takes over, or its grant passed other incarnations over. Most turns have nothing to read.
+fn reads_first(state: &dyn Grants, turn: &dyn Turn, own: &Own, sweep: &[String]) -> bool {
+    matches!(own, Own::Journaled(recorded) if stalled_since(state, recorded))
+        || !sweep.is_empty()
+        || matches!(own, Own::Nothing)
+        || !turn.passed_over().is_empty()
+}
+
+/// Whether this replica stalled (and gave its leases up) since `recorded` was journaled.
+fn stalled_since(state: &dyn Grants, recorded: &Recorded) -> bool {
+    state.given_up_at().is_some_and(|at| at > recorded.since)
+}
+
+/// How a turn begins: at once, or once the journal was read. Not a future itself, so that
+/// the caller's future holds no room for the journal's reads (and no second copy of the
+/// job's message) on the common path.
+pub(crate) enum Begin<'a> {
+    /// The run, or `None` when the turn went back unused.
+    Now(Option<Box<dyn TurnRun>>),
+    /// The journal's reads, boxed.
+    Reading(Pin<Box<dyn Future<Output = Option<Box<dyn TurnRun>>> + Send + 'a>>),
 }
 
 /// [`begin`] with the journal: first what the incarnations the grant passed over (or the
@@ -223,10 +254,7 @@ async fn taken_while_stalled(
     key: &ChatKey,
     recorded: &Recorded,
 ) -> bool {
-    if state.given_up_at().is_none_or(|at| at <= recorded.since) {
-        return false;
-    }
-    !journal.still_ours(key, &recorded.id).await
+    stalled_since(state, recorded) && !journal.still_ours(key, &recorded.id).await
 }
 
 /// Where a turn's run is.
