@@ -1,5 +1,10 @@
+-- Withdraws ticket `seq`, queued or holding the turn. With `through` (else ''), `seq` held the
+-- turn for a run of this incarnation's tickets that went on, in the replica, up to `through`,
+-- whose ticket is the one withdrawn: the run's tickets leave the queue, and the run's turns
+-- were used, so the previous holder stays this incarnation.
 local st, q = KEYS[1], KEYS[2]
-local inc, seq, keep, wake, key, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local inc, seq, keep, wake, key, prefix, through = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if through ~= '' then redis.call('ZREMRANGEBYSCORE', q, '-inf', through) end
 local member = member_of(q, seq, inc)
 if member then redis.call('ZREM', q, member) end
 local mine = inc .. '|' .. seq .. '|'
@@ -7,7 +12,7 @@ local h = redis.call('HGET', st, 'h')
 local held = h and string.sub(h, 1, #mine) == mine
 if held then
   redis.call('HDEL', st, 'h')
-  restore_previous(st)
+  if through == '' then restore_previous(st) end
 end
 -- A withdrawn ticket's message did not get its turn: the next holder takes it over, if it
 -- was journaled.

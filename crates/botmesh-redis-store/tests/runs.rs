@@ -93,6 +93,7 @@ async fn a_ticket_withdrawn_after_the_turn_passed_to_it_ends_the_run_and_its_mes
     let g = tokio::time::timeout(WAIT, b.wait_turn(&theirs, WAIT)).await.unwrap().unwrap();
     assert_eq!(g.seq, theirs.seq);
     assert_eq!(g.passed_over, [a.incarnation()], "b takes the withdrawn message over");
+    assert_eq!(g.previous_holder.as_deref(), Some("a"), "the run's first turn was used");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -411,20 +411,18 @@ impl Coordinator for RedisCoordinator {
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
         let id = (ticket.key.clone(), ticket.seq);
         let unclaimed = || lock(&self.waiters.granted).remove(&id).is_some();
-        if let Some(held) = self.runs.withdrawn(&ticket.key, ticket.seq, unclaimed) {
-            // The turn had passed to this ticket within a run: end the run in Redis, handing
-            // the ticket's message on as a withdrawn one is.
-            return self
-                .release_in_redis(&ticket.key, held, ticket.seq, true, true, None)
-                .await
-                .map(drop);
-        }
+        let what = match self.runs.withdrawn(&ticket.key, ticket.seq, unclaimed) {
+            // The turn had passed to this ticket within a run: the run ends in Redis, the
+            // ticket's message handed on as a withdrawn one is.
+            Some(held) => {
+                self.runs.released(&ticket.key, ticket.seq);
+                Withdraw::Run { key: ticket.key.clone(), held, through: ticket.seq }
+            }
+            None => Withdraw::Ticket(ticket.clone()),
+        };
         // A cancel Redis did not confirm is retried until it is: the ticket must not stay
-        // queued with nobody waiting for it.
-        self.withdrawals
-            .now_or_later(Withdraw::Ticket(ticket.clone()))
-            .await
-            .map_err(|e| unavailable("cancelling a ticket", e))
+        // queued (or hold the turn) with nobody waiting for it.
+        self.withdrawals.now_or_later(what).await.map_err(|e| unavailable("cancelling a ticket", e))
     }
 
     /// One `EXISTS` on the incarnation's liveness key, in the shard its id maps to (a heartbeat

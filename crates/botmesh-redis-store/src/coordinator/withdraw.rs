@@ -1,6 +1,7 @@
 //! Withdrawing tickets nobody will wait for: one whose `take_tickets` reply was lost, or
-//! whose cancel failed, would hold its chat up until this incarnation's lease runs out. Each
-//! is tried again in the background until Redis confirms it.
+//! whose cancel failed (or a run's turn, passed to a ticket withdrawn before it took it),
+//! would hold its chat up until this incarnation's lease runs out. Each is tried again in the
+//! background until Redis confirms it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +22,9 @@ pub(super) enum Withdraw {
     Orphans { key: ChatKey, tid: String },
     /// One ticket.
     Ticket(Ticket),
+    /// The ticket `through` of chat `key`, to which the turn had passed within a run that
+    /// Redis records as held by ticket `held` (see `runs.rs`): the run ends with it.
+    Run { key: ChatKey, held: u64, through: u64 },
 }
 
 /// Withdraws tickets that would otherwise hold their chat up: what fails is tried again with
@@ -40,12 +44,15 @@ pub(super) struct Withdrawals {
 
 impl Withdrawals {
     async fn withdraw(&self, what: &Withdraw) -> redis::RedisResult<()> {
-        let (key, script, id) = match what {
-            Withdraw::Orphans { key, tid } => (key, &self.scripts.abandon, tid.clone()),
+        let (key, script, id, through) = match what {
+            Withdraw::Orphans { key, tid } => (key, &self.scripts.abandon, tid.clone(), None),
             Withdraw::Ticket(t) => {
                 lock(&self.waiters.granted).remove(&(t.key.clone(), t.seq));
                 lock(&self.waiters.holders).remove(&(t.key.clone(), t.seq));
-                (&t.key, &self.scripts.cancel, t.seq.to_string())
+                (&t.key, &self.scripts.cancel, t.seq.to_string(), None)
+            }
+            Withdraw::Run { key, held, through } => {
+                (key, &self.scripts.cancel, held.to_string(), Some(through.to_string()))
             }
         };
         let (state, queue) = self.keys.turn(key.as_str());
@@ -58,6 +65,7 @@ impl Withdrawals {
             .arg(self.keys.wake_prefix())
             .arg(key.as_str())
             .arg(Keys::alive_prefix(&self.keys.shard(key.as_str())))
+            .arg(through.unwrap_or_default())
             .invoke_async(&mut self.conn.clone())
             .await?;
         self.waiters.deliver(key, reply.get(1..).unwrap_or_default());
