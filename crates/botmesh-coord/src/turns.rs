@@ -183,6 +183,9 @@ fn stalled_since(state: &dyn Grants, recorded: &Recorded) -> bool {
     state.given_up_at().is_some_and(|at| at > recorded.since)
 }
 
+/// What beginning a turn comes to: its run, or `None` when the turn went back unused.
+pub(crate) type Started = Option<Box<dyn TurnRun>>;
+
 /// How a turn begins: at once, or once the journal was read. Not a future itself, so that
 /// the caller's future holds no room for the journal's reads (and no second copy of the
 /// job's message) on the common path.
@@ -190,7 +193,7 @@ pub(crate) enum Begin<'a> {
     /// The run, or `None` when the turn went back unused.
     Now(Option<Box<dyn TurnRun>>),
     /// The journal's reads, boxed.
-    Reading(Pin<Box<dyn Future<Output = Option<Box<dyn TurnRun>>> + Send + 'a>>),
+    Reading(Pin<Box<dyn Future<Output = Started> + Send + 'a>>),
 }
 
 /// [`begin`] with the journal: first what the incarnations the grant passed over (or the
