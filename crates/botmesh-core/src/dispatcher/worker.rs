@@ -59,10 +59,25 @@ impl Worker {
 
     pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) {
         while let Some(job) = self.next_job(&mut rx).await {
-            // Boxed, once per burst: a job's future is large, and an idle worker (see
-            // `LINGER`) should not carry room for one; the jobs queued behind it run in the
-            // same box.
-            Box::pin(self.run_burst(job, &mut rx)).await;
+            let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
+            // The user code it runs is already guarded; this is the last line, so that a bug
+            // here can never leave the chat's turn held or the dispatcher's counts wrong.
+            if let Err(panic) = AssertUnwindSafe(self.run_job(job)).catch_unwind().await {
+                self.report(BotError::Panic {
+                    key: self.key.clone(),
+                    message: panic_message(&*panic),
+                });
+                self.active = None;
+                if let (Some(turn), Some(coordination)) =
+                    (self.turn.take(), self.shared().coordination.clone())
+                {
+                    coordination.release(turn, ReleaseOptions::used()).await;
+                }
+            }
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            if message {
+                self.disp.done_one();
+            }
         }
         if let Some(active) = self.active.take() {
             // The bot is stopping: the conversation ends here, its checkpoint stays.
@@ -70,39 +85,6 @@ impl Worker {
         }
         if self.disp.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.disp.workers_done.notify_waiters();
-        }
-    }
-
-    /// Runs `job`, then the jobs queued behind it, until the queue is empty. A conversation's
-    /// timer is looked at between bursts: jobs already queued go first (see
-    /// [`next_job`](Self::next_job)).
-    async fn run_burst(&mut self, mut job: Job, rx: &mut mpsc::UnboundedReceiver<Job>) {
-        loop {
-            self.run_guarded(job).await;
-            match rx.try_recv() {
-                Ok(next) => job = next,
-                Err(_) => return,
-            }
-        }
-    }
-
-    /// Runs one job, and counts it done whatever happens.
-    async fn run_guarded(&mut self, job: Job) {
-        let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
-        // The user code it runs is already guarded; this is the last line, so that a bug here
-        // can never leave the chat's turn held or the dispatcher's counts wrong.
-        if let Err(panic) = AssertUnwindSafe(self.run_job(job)).catch_unwind().await {
-            self.report(BotError::Panic { key: self.key.clone(), message: panic_message(&*panic) });
-            self.active = None;
-            if let (Some(turn), Some(coordination)) =
-                (self.turn.take(), self.shared().coordination.clone())
-            {
-                coordination.release(turn, ReleaseOptions::used()).await;
-            }
-        }
-        self.pending.fetch_sub(1, Ordering::SeqCst);
-        if message {
-            self.disp.done_one();
         }
     }
 
@@ -155,7 +137,9 @@ impl Worker {
     /// (acknowledged or handed back) with the turn.
     pub(super) async fn run_job(&mut self, mut job: Job) {
         let span = std::mem::replace(&mut job.span, Span::none());
-        self.run_job_in(job, &span).instrument(span.clone()).await;
+        // Boxed: a job's future is large, and an idle worker (see `LINGER`) should not carry
+        // room for one, nor move it (into the span, the unwind guard, the task) at each job.
+        Box::pin(self.run_job_in(job, &span)).instrument(span.clone()).await;
     }
 
     async fn run_job_in(&mut self, mut job: Job, span: &Span) {
