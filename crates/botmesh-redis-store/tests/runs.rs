@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use botmesh_redis_store::{RedisCoordinator, RedisOptions};
 use botmesh_testing::RedisServer;
-use botmesh_traits::{ChatKey, Coordinator};
+use botmesh_traits::{ChatKey, Coordinator, Ticket};
 
 const LEASE: Duration = Duration::from_secs(5);
 
@@ -78,18 +78,35 @@ async fn the_turn_passes_along_a_run_of_one_replica_s_tickets_without_a_round_tr
     assert!(next.grant.is_some(), "a free chat grants the next ticket at once");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ticket_withdrawn_after_the_turn_passed_to_it_ends_the_run_and_its_message_is_taken_over()
-{
+/// Replica `a`'s run of two tickets in one chat with `b`'s ticket behind it, the turn passed
+/// from the first to the second (not taken yet). The server lives as long as the result (bind
+/// its field: a `..` pattern would drop it at once).
+struct Passed {
+    _server: RedisServer,
+    a: RedisCoordinator,
+    b: RedisCoordinator,
+    second: Ticket,
+    theirs: Ticket,
+}
+
+async fn passed_to_the_second() -> Passed {
     let server = RedisServer::start().unwrap();
     let url = server.url();
     let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
     let key = ChatKey::from("chat");
-    let run = a.take_tickets(&key, 2).await.unwrap();
+    let mut run = a.take_tickets(&key, 2).await.unwrap();
     let theirs = b.take_ticket(&key).await.unwrap();
     assert!(a.release_turn(run[0].grant.as_ref().unwrap()).await.unwrap());
-    // The turn passed to run[1] here; its message is dropped before it took the turn.
-    a.cancel_ticket(&run[1]).await.unwrap();
+    let second = run.pop().unwrap();
+    Passed { _server: server, a, b, second, theirs }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_withdrawn_after_the_turn_passed_to_it_ends_the_run_and_its_message_is_taken_over()
+{
+    let Passed { _server, a, b, second, theirs } = passed_to_the_second().await;
+    // Its message is dropped before it took the turn.
+    a.cancel_ticket(&second).await.unwrap();
     let g = tokio::time::timeout(WAIT, b.wait_turn(&theirs, WAIT)).await.unwrap().unwrap();
     assert_eq!(g.seq, theirs.seq);
     assert_eq!(g.passed_over, [a.incarnation()], "b takes the withdrawn message over");
@@ -98,14 +115,8 @@ async fn a_ticket_withdrawn_after_the_turn_passed_to_it_ends_the_run_and_its_mes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unused_turn_in_a_run_is_released_in_redis_and_keeps_the_run_s_holder() {
-    let server = RedisServer::start().unwrap();
-    let url = server.url();
-    let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
-    let key = ChatKey::from("chat");
-    let run = a.take_tickets(&key, 2).await.unwrap();
-    let theirs = b.take_ticket(&key).await.unwrap();
-    assert!(a.release_turn(run[0].grant.as_ref().unwrap()).await.unwrap());
-    let second = tokio::time::timeout(WAIT, a.wait_turn(&run[1], WAIT)).await.unwrap().unwrap();
+    let Passed { _server, a, b, second, theirs } = passed_to_the_second().await;
+    let second = tokio::time::timeout(WAIT, a.wait_turn(&second, WAIT)).await.unwrap().unwrap();
     let options = botmesh_traits::ReleaseOptions::unused();
     assert!(a.release_turn_with(&second, &options).await.unwrap());
     let g = tokio::time::timeout(WAIT, b.wait_turn(&theirs, WAIT)).await.unwrap().unwrap();
