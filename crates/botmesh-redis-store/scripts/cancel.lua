@@ -7,9 +7,8 @@ local inc, seq, keep, wake, key, prefix, through = ARGV[1], ARGV[2], ARGV[3], AR
 if through ~= '' then redis.call('ZREMRANGEBYSCORE', q, '-inf', through) end
 local member = member_of(q, seq, inc)
 if member then redis.call('ZREM', q, member) end
-local mine = inc .. '|' .. seq .. '|'
 local h = redis.call('HGET', st, 'h')
-local held = h and string.sub(h, 1, #mine) == mine
+local held = h and holds(h, inc, seq, through ~= '' and through or seq)
 if held then
   redis.call('HDEL', st, 'h')
   if through == '' then restore_previous(st) end

@@ -157,6 +157,17 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
   table.insert(out, holder)
   return out
 end
+-- Whether holder field `h` is this incarnation's turn of ticket `seq`, or, for a run through
+-- `through` (which otherwise is `seq`), of any ticket of the run: a release whose reply was
+-- lost may have handed the turn on to the run's next ticket, which then went on in the
+-- holder.
+local function holds(h, inc, seq, through)
+  local hinc, hseq = string.match(h, '^([^|]*)|([^|]*)|')
+  if hinc ~= inc then return false end
+  if through == seq then return hseq == seq end
+  local n = tonumber(hseq)
+  return n ~= nil and n >= tonumber(seq) and n <= tonumber(through)
+end
 -- Gives back the turn of ticket `seq` of this incarnation, used or not (`used` '1'/'0'),
 -- handing back (`back` '1': whoever the turn was told about is passed on to the next grant),
 -- then hands it to the first live ticket or lets the state expire after `keep` ms. When the
@@ -166,9 +177,8 @@ end
 -- followed by a grant the turn went on to for another ticket of this incarnation (`seq,
 -- fence, prev, passed over`), if any.
 local function release(st, q, inc, seq, through, used, keep, wake, key, prefix, back)
-  local mine = inc .. '|' .. seq .. '|'
   local cur = redis.call('HMGET', st, 'h', 'p', 'hd', 'l', 'd')
-  if not cur[1] or string.sub(cur[1], 1, #mine) ~= mine then return {0} end
+  if not cur[1] or not holds(cur[1], inc, seq, through) then return {0} end
   local l, d = cur[4], cur[5]
   if through ~= seq then
     redis.call('ZREMRANGEBYSCORE', q, '-inf', through)

@@ -123,3 +123,44 @@ async fn an_unused_turn_in_a_run_is_released_in_redis_and_keeps_the_run_s_holder
     assert_eq!(g.previous_holder.as_deref(), Some("a"), "the run's first turn was used");
     assert!(g.passed_over.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_s_release_finds_the_turn_on_any_ticket_of_the_run() {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
+    let key = ChatKey::from("chat");
+    let run = a.take_tickets(&key, 3).await.unwrap();
+    let theirs = b.take_ticket(&key).await.unwrap();
+    let mut grant = run[0].grant.clone().unwrap();
+    assert!(a.release_turn(&grant).await.unwrap());
+    // As if an earlier release of the first turn had reached Redis with its reply lost:
+    // Redis handed the turn on to the run's second ticket, which then went on in `a`.
+    let second = run[1].seq;
+    let holder = format!("{}|{second}|{second}|lost", a.incarnation());
+    redis::cmd("HSET")
+        .arg("runs:coord:t:chat")
+        .arg("h")
+        .arg(holder)
+        .exec_async(&mut admin)
+        .await
+        .unwrap();
+    redis::cmd("ZREMRANGEBYSCORE")
+        .arg("runs:coord:q:chat")
+        .arg(second)
+        .arg(second)
+        .exec_async(&mut admin)
+        .await
+        .unwrap();
+    for ticket in &run[1..] {
+        grant = tokio::time::timeout(WAIT, a.wait_turn(ticket, WAIT)).await.unwrap().unwrap();
+        assert!(a.release_turn(&grant).await.unwrap(), "the run's release finds its turn");
+    }
+    let g = tokio::time::timeout(WAIT, b.wait_turn(&theirs, WAIT)).await.unwrap().unwrap();
+    assert_eq!(g.seq, theirs.seq);
+}
