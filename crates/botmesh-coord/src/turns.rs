@@ -191,7 +191,7 @@ pub(crate) type Started = Option<Box<dyn TurnRun>>;
 /// job's message) on the common path.
 pub(crate) enum Begin<'a> {
     /// The run, or `None` when the turn went back unused.
-    Now(Option<Box<dyn TurnRun>>),
+    Now(Started),
     /// The journal's reads, boxed.
     Reading(Pin<Box<dyn Future<Output = Started> + Send + 'a>>),
 }
@@ -204,7 +204,7 @@ async fn begin_journaled(
     own: Own,
     sweep: Vec<String>,
     journal: Arc<dyn Journal>,
-) -> Option<Box<dyn TurnRun>> {
+) -> Started {
     let key = turn.key().clone();
     if let Own::Journaled(recorded) = &own
         && taken_while_stalled(state.as_ref(), journal.as_ref(), &key, recorded).await

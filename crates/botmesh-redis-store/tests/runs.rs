@@ -38,17 +38,7 @@ async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_turn_passes_along_a_run_of_one_replica_s_tickets_without_a_round_trip() {
-    let server = RedisServer::start().unwrap();
-    let url = server.url();
-    let mut admin = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
-    let key = ChatKey::from("chat");
-    let run = a.take_tickets(&key, 3).await.unwrap();
-    let theirs = b.take_ticket(&key).await.unwrap();
+    let Setup { _server, mut admin, a, b, run, theirs } = a_run_of(3).await;
     assert!(theirs.grant.is_none(), "b queues behind a's three tickets");
 
     redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
@@ -74,37 +64,46 @@ async fn the_turn_passes_along_a_run_of_one_replica_s_tickets_without_a_round_tr
     assert!(b.release_turn(&g).await.unwrap());
 
     // The run's tickets left the queue with it: the chat is free again.
-    let next = a.take_ticket(&key).await.unwrap();
+    let next = a.take_ticket(&ChatKey::from("chat")).await.unwrap();
     assert!(next.grant.is_some(), "a free chat grants the next ticket at once");
 }
 
-/// Replica `a`'s run of two tickets in one chat with `b`'s ticket behind it, the turn passed
-/// from the first to the second (not taken yet). The server lives as long as the result (bind
-/// its field: a `..` pattern would drop it at once).
-struct Passed {
+/// Replica `a`'s run of tickets in chat `chat`, `b`'s ticket behind it, and an admin
+/// connection to the server, which lives as long as the result (bind its field: a `..`
+/// pattern would drop it at once).
+struct Setup {
     _server: RedisServer,
+    admin: redis::aio::MultiplexedConnection,
     a: RedisCoordinator,
     b: RedisCoordinator,
-    second: Ticket,
+    run: Vec<Ticket>,
     theirs: Ticket,
 }
 
-async fn passed_to_the_second() -> Passed {
+async fn a_run_of(len: usize) -> Setup {
     let server = RedisServer::start().unwrap();
     let url = server.url();
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let admin = client.get_multiplexed_async_connection().await.unwrap();
     let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
     let key = ChatKey::from("chat");
-    let mut run = a.take_tickets(&key, 2).await.unwrap();
+    let run = a.take_tickets(&key, len).await.unwrap();
     let theirs = b.take_ticket(&key).await.unwrap();
-    assert!(a.release_turn(run[0].grant.as_ref().unwrap()).await.unwrap());
-    let second = run.pop().unwrap();
-    Passed { _server: server, a, b, second, theirs }
+    Setup { _server: server, admin, a, b, run, theirs }
+}
+
+/// A run of two, the turn passed from the first ticket to the second (not taken yet).
+async fn passed_to_the_second() -> (Setup, Ticket) {
+    let mut setup = a_run_of(2).await;
+    assert!(setup.a.release_turn(setup.run[0].grant.as_ref().unwrap()).await.unwrap());
+    let second = setup.run.pop().unwrap();
+    (setup, second)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ticket_withdrawn_after_the_turn_passed_to_it_ends_the_run_and_its_message_is_taken_over()
 {
-    let Passed { _server, a, b, second, theirs } = passed_to_the_second().await;
+    let (Setup { _server, a, b, theirs, .. }, second) = passed_to_the_second().await;
     // Its message is dropped before it took the turn.
     a.cancel_ticket(&second).await.unwrap();
     let g = tokio::time::timeout(WAIT, b.wait_turn(&theirs, WAIT)).await.unwrap().unwrap();
@@ -115,7 +114,7 @@ async fn a_ticket_withdrawn_after_the_turn_passed_to_it_ends_the_run_and_its_mes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unused_turn_in_a_run_is_released_in_redis_and_keeps_the_run_s_holder() {
-    let Passed { _server, a, b, second, theirs } = passed_to_the_second().await;
+    let (Setup { _server, a, b, theirs, .. }, second) = passed_to_the_second().await;
     let second = tokio::time::timeout(WAIT, a.wait_turn(&second, WAIT)).await.unwrap().unwrap();
     let options = botmesh_traits::ReleaseOptions::unused();
     assert!(a.release_turn_with(&second, &options).await.unwrap());
@@ -126,17 +125,7 @@ async fn an_unused_turn_in_a_run_is_released_in_redis_and_keeps_the_run_s_holder
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_s_release_finds_the_turn_on_any_ticket_of_the_run() {
-    let server = RedisServer::start().unwrap();
-    let url = server.url();
-    let mut admin = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let (a, b) = (replica(&url, "a").await, replica(&url, "b").await);
-    let key = ChatKey::from("chat");
-    let run = a.take_tickets(&key, 3).await.unwrap();
-    let theirs = b.take_ticket(&key).await.unwrap();
+    let Setup { _server, mut admin, a, b, run, theirs } = a_run_of(3).await;
     let mut grant = run[0].grant.clone().unwrap();
     assert!(a.release_turn(&grant).await.unwrap());
     // As if an earlier release of the first turn had reached Redis with its reply lost:

@@ -277,41 +277,24 @@ impl RedisCoordinator {
                 Ok(true)
             }
             Release::Redis { held, through } => {
-                // Within a run, the turns before this one were used.
-                let used = options.used || held != through;
-                let hand_back = options.hand_back;
-                self.release_in_redis(&grant.key, held, through, used, hand_back, options.retain)
+                let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
+                let reply = self
+                    .batched(Op::Release {
+                        key: grant.key.clone(),
+                        seq: held,
+                        through,
+                        // Within a run, the turns before this one were used.
+                        used: options.used || held != through,
+                        keep_ms: ms(keep),
+                        hand_back: options.hand_back,
+                    })
                     .await
+                    .map_err(|e| unavailable("releasing a turn", e))?;
+                self.runs.released(&grant.key, through);
+                self.waiters.deliver(&grant.key, reply.get(1..).unwrap_or_default());
+                Ok(reply.first().is_some_and(|ok| ok == "1"))
             }
         }
-    }
-
-    /// Releases in Redis the turn Redis records for ticket `held`, the run through `through`
-    /// (the same ticket outside a run).
-    async fn release_in_redis(
-        &self,
-        key: &ChatKey,
-        held: u64,
-        through: u64,
-        used: bool,
-        hand_back: bool,
-        retain: Option<Duration>,
-    ) -> Result<bool> {
-        let keep = retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
-        let reply = self
-            .batched(Op::Release {
-                key: key.clone(),
-                seq: held,
-                through,
-                used,
-                keep_ms: ms(keep),
-                hand_back,
-            })
-            .await
-            .map_err(|e| unavailable("releasing a turn", e))?;
-        self.runs.released(key, through);
-        self.waiters.deliver(key, reply.get(1..).unwrap_or_default());
-        Ok(reply.first().is_some_and(|ok| ok == "1"))
     }
 }
 
