@@ -4,6 +4,7 @@
 use redis::Script;
 
 use crate::batch::{self, Batch, Reply};
+use crate::call::ScriptCall;
 use crate::conn::{Conn, idempotent};
 use crate::keys::Keys;
 
@@ -39,15 +40,31 @@ impl Batch for Inbox {
     /// the first time reads as a pending duplicate of our own, which the runtime takes as its
     /// own; a claim that landed finds its own token.
     async fn send(&self, ops: Vec<Op>) -> Vec<Reply> {
+        let base = self.keys.inbox_base();
         let (pending, seq) = (self.keys.inbox("pending"), self.keys.inbox("seq"));
-        let mut invocation = self.script.prepare_invoke();
-        invocation.key(&pending).key(&seq);
+        let bytes = ops
+            .iter()
+            .map(|op| match op {
+                Op::Append { id, key, payload, owner, .. } => {
+                    2 * id.len() + key.len() + payload.len() + owner.len() + 64
+                }
+                Op::Ack { id } => 2 * id.len() + 8,
+                Op::Claim { key, token, .. } => key.len() + token.len() + 32,
+            })
+            .sum::<usize>()
+            + ops.len() * base.len();
+        let mut call = ScriptCall::new(&self.script, 2 + ops.len(), 2 + 8 * ops.len(), bytes);
+        call.arg(&pending).arg(&seq);
+        for op in &ops {
+            match op {
+                Op::Append { id, .. } | Op::Ack { id } => call.arg(Keys::record_arg(&base, id)),
+                Op::Claim { key, .. } => call.arg(Keys::outbox_arg(&base, key)),
+            };
+        }
         for op in &ops {
             match op {
                 Op::Append { id, key, payload, owner, state, retain_ms } => {
-                    invocation.key(self.keys.inbox(&format!("r:{id}")));
-                    invocation
-                        .arg("a")
+                    call.arg("a")
                         .arg(id)
                         .arg(key)
                         .arg(payload)
@@ -56,19 +73,15 @@ impl Batch for Inbox {
                         .arg(*retain_ms);
                 }
                 Op::Ack { id } => {
-                    invocation.key(self.keys.inbox(&format!("r:{id}")));
-                    invocation.arg("k").arg(id);
+                    call.arg("k").arg(id);
                 }
-                Op::Claim { key, token, ttl_ms } => {
-                    invocation.key(self.keys.outbox(key));
-                    invocation.arg("o").arg(token).arg(*ttl_ms);
+                Op::Claim { token, ttl_ms, .. } => {
+                    call.arg("o").arg(token).arg(*ttl_ms);
                 }
             }
         }
-        let invocation = &invocation;
-        let reply =
-            idempotent(|| async move { invocation.invoke_async(&mut self.conn.clone()).await })
-                .await;
+        let call = &call;
+        let reply = idempotent(|| async move { call.invoke(&mut self.conn.clone()).await }).await;
         batch::split(reply, ops.len())
     }
 }

@@ -32,6 +32,8 @@
 //! on its own (`idle_keep`), and a hash created again starts its counters from the server's
 //! clock, above every value the old one handed out.
 
+use crate::call::Concat;
+
 /// How keys are laid out over Redis.
 ///
 /// In a configuration file (`serde` feature): `"standalone"` or `"cluster"`.
@@ -86,17 +88,35 @@ impl Keys {
         }
     }
 
-    /// The inbox's keys share one tag: appends check for the id and index it atomically.
-    pub(crate) fn inbox(&self, what: &str) -> String {
+    /// What every inbox key starts with: the inbox's keys share one tag, so that appends check
+    /// for the id and index it atomically.
+    pub(crate) fn inbox_base(&self) -> String {
         match self.layout {
-            KeyLayout::Standalone => format!("{}:inbox:{what}", self.prefix),
-            KeyLayout::Cluster => format!("{{{}:inbox}}:{what}", self.prefix),
+            KeyLayout::Standalone => format!("{}:inbox:", self.prefix),
+            KeyLayout::Cluster => format!("{{{}:inbox}}:", self.prefix),
         }
     }
 
-    /// An outbox entry: under the inbox's tag, so that claims batch with the journal's writes.
+    /// A journaled message's record, as a script argument under `base` (see
+    /// [`inbox_base`](Self::inbox_base)).
+    pub(crate) fn record_arg<'a>(base: &'a str, id: &'a str) -> Concat<'a, 3> {
+        Concat([base, "r:", id])
+    }
+
+    /// An outbox entry, as a script argument under `base` (see [`inbox_base`](Self::inbox_base)):
+    /// under the inbox's tag, so that claims batch with the journal's writes.
+    pub(crate) fn outbox_arg<'a>(base: &'a str, key: &'a str) -> Concat<'a, 3> {
+        Concat([base, "out:", key])
+    }
+
+    /// An inbox key.
+    pub(crate) fn inbox(&self, what: &str) -> String {
+        format!("{}{what}", self.inbox_base())
+    }
+
+    /// An outbox entry (see [`outbox_arg`](Self::outbox_arg)).
     pub(crate) fn outbox(&self, key: &str) -> String {
-        self.inbox(&format!("out:{key}"))
+        Self::outbox_arg(&self.inbox_base(), key).to_string()
     }
 
     /// The shard tag of a chat key or a leadership name.
@@ -120,7 +140,13 @@ impl Keys {
     /// A chat's turn state (hash) and ticket queue (sorted set).
     pub(crate) fn turn(&self, key: &str) -> (String, String) {
         let tag = self.shard(key);
-        (format!("{tag}:t:{key}"), format!("{tag}:q:{key}"))
+        let (state, queue) = Self::turn_args(&tag, key);
+        (state.to_string(), queue.to_string())
+    }
+
+    /// A chat's turn state and ticket queue as script arguments, in its shard `tag`.
+    pub(crate) fn turn_args<'a>(tag: &'a str, key: &'a str) -> (Concat<'a, 3>, Concat<'a, 3>) {
+        (Concat([tag, ":t:", key]), Concat([tag, ":q:", key]))
     }
 
     /// The prefix of the liveness keys in `tag`; the incarnation follows.

@@ -71,6 +71,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod batch;
+mod call;
 #[cfg(feature = "serde")]
 mod config;
 mod conn;

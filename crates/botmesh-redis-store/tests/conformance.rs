@@ -65,12 +65,46 @@ async fn script_commands(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
     calls(conn, &["cmdstat_script:", "cmdstat_script|"]).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scripts_are_loaded_at_connect_so_a_burst_on_a_fresh_server_loads_none() {
+/// A store on a private server, with a connection of its own to read the server's counters.
+async fn private_store(
+    prefix: &str,
+) -> (RedisServer, redis::aio::MultiplexedConnection, RedisStore) {
     let server = RedisServer::start().unwrap();
     let client = redis::Client::open(server.url()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
-    let store = RedisStore::new(&server.url(), "burst").await.unwrap();
+    let admin = client.get_multiplexed_async_connection().await.unwrap();
+    let store = RedisStore::new(&server.url(), prefix).await.unwrap();
+    (server, admin, store)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batched_calls_load_the_scripts_a_restarted_server_lost() {
+    let (_server, mut admin, store) = private_store("lost").await;
+    let coordinator = store.coordinator(Duration::from_secs(5));
+    // What a restart without persistence leaves: no script in the server's cache.
+    redis::cmd("SCRIPT").arg("FLUSH").query_async::<()>(&mut admin).await.unwrap();
+    let loaded = script_commands(&mut admin).await;
+    let key = botmesh_traits::ChatKey::from("chat");
+    let ticket = coordinator.take_ticket(&key).await.unwrap();
+    let grant = ticket.grant.expect("a free chat's first ticket comes with its turn");
+    assert!(coordinator.release_turn(&grant).await.unwrap(), "the turn was this ticket's");
+    let journal = store.journal().unwrap();
+    let record = InboxRecord::pending("m1", "chat", "{}", "me");
+    let appended = journal.inbox_append(&record, Duration::from_secs(60)).await.unwrap();
+    assert!(matches!(appended, InboxAppend::Appended));
+    journal.inbox_ack("m1").await.unwrap();
+    assert!(journal.inbox_pending(10).await.unwrap().is_empty(), "acknowledged");
+    assert!(journal.outbox_claim("send-1", Duration::from_secs(60)).await.unwrap());
+    assert_eq!(
+        script_commands(&mut admin).await - loaded,
+        3,
+        "the turn script, the journal's batch and its listing, each loaded by the call that \
+         missed it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_loaded_at_connect_so_a_burst_on_a_fresh_server_loads_none() {
+    let (_server, mut admin, store) = private_store("burst").await;
     let loaded_at_connect = script_commands(&mut admin).await;
     assert_eq!(loaded_at_connect, 21, "the store's 13 scripts and the coordinator's 8");
     let coordinator = Arc::new(store.coordinator(Duration::from_secs(5)));

@@ -5,7 +5,9 @@ use botmesh_traits::ChatKey;
 use futures_util::future::join_all;
 use redis::Script;
 
+use crate::KeyLayout;
 use crate::batch::{self, Batch, Reply};
+use crate::call::ScriptCall;
 use crate::conn::Conn;
 use crate::keys::Keys;
 
@@ -41,6 +43,10 @@ impl Batch for Turns {
     type Op = Op;
 
     async fn send(&self, ops: Vec<Op>) -> Vec<Reply> {
+        if self.keys.layout() == KeyLayout::Standalone {
+            // One shard.
+            return self.send_shard(&self.keys.shard(""), &ops).await;
+        }
         // By shard, keeping each call's place to answer it in order.
         let mut shards: Vec<(String, Vec<(usize, Op)>)> = Vec::new();
         let count = ops.len();
@@ -68,25 +74,24 @@ impl Batch for Turns {
 }
 
 impl Turns {
-    /// One script call for the calls of one shard.
+    /// One script call for the calls of one shard (tag `shard`).
     async fn send_shard(&self, shard: &str, ops: &[Op]) -> Vec<Reply> {
-        let mut invocation = self.script.prepare_invoke();
-        invocation
-            .arg(&self.incarnation)
-            .arg(&self.replica_id)
-            .arg(Keys::alive_prefix(shard))
-            .arg(self.lease_ms)
-            .arg(self.keys.wake_prefix());
+        let alive = Keys::alive_prefix(shard);
+        let wake = self.keys.wake_prefix();
+        let bytes = ops.iter().map(|op| 3 * op.key().as_str().len() + 2 * shard.len() + 64).sum();
+        let mut call = ScriptCall::new(&self.script, 2 * ops.len(), 5 + 9 * ops.len(), bytes);
         for op in ops {
-            let (state, queue) = self.keys.turn(op.key().as_str());
-            invocation.key(state).key(queue);
+            let (state, queue) = Keys::turn_args(shard, op.key().as_str());
+            call.arg(state).arg(queue);
+        }
+        call.arg(&self.incarnation).arg(&self.replica_id).arg(&alive).arg(self.lease_ms).arg(&wake);
+        for op in ops {
             match op {
                 Op::Take { key, count, tid } => {
-                    invocation.arg("t").arg(key.as_str()).arg(*count).arg(tid);
+                    call.arg("t").arg(key.as_str()).arg(*count).arg(tid);
                 }
                 Op::Release { key, seq, through, used, keep_ms, hand_back } => {
-                    invocation
-                        .arg("r")
+                    call.arg("r")
                         .arg(key.as_str())
                         .arg(*seq)
                         .arg(*through)
@@ -96,6 +101,6 @@ impl Turns {
                 }
             }
         }
-        batch::split(invocation.invoke_async(&mut self.conn.clone()).await, ops.len())
+        batch::split(call.invoke(&mut self.conn.clone()).await, ops.len())
     }
 }
