@@ -8,6 +8,7 @@ mod common;
 mod coord_suite;
 mod core_suite;
 mod metered;
+mod precise;
 mod redis_suite;
 mod stores_suite;
 mod waits;

@@ -75,7 +75,7 @@ async fn flush(url: &str) -> Res<()> {
     Ok(())
 }
 
-async fn reset_stats(url: &str) -> Res<()> {
+pub(crate) async fn reset_stats(url: &str) -> Res<()> {
     let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
     redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut conn).await?;
     Ok(())
@@ -299,7 +299,8 @@ pub(crate) async fn run() -> Res<Figures> {
     flush(&url).await?;
     let watched = waits::polls_while_waiting(&url).await?;
     flush(&url).await?;
-    let w3 = waits::ordered_arrivals(&url).await?;
+    let w3 = waits::ordered_arrivals(waits::Mesh::Redis(&url)).await?;
+    let w3_hub = waits::ordered_arrivals(waits::Mesh::Hub).await?;
     flush(&url).await?;
     let gaps = handoffs(&url, false).await?;
     flush(&url).await?;
@@ -383,12 +384,13 @@ pub(crate) async fn run() -> Res<Figures> {
         ("durable_vs_replicas3_ratio", durable / replicas3, "x"),
     ];
     figures.extend(waits::w3_figures(&w3));
+    figures.extend(waits::w3_hub_figures(&w3_hub));
     Ok(figures)
 }
 
 /// With `BOTMESH_BENCH_VERBOSE` set, prints what Redis executed since the last reset (every
 /// command's calls and time) and the CPU it used.
-async fn show_stats(url: &str) -> Res<()> {
+pub(crate) async fn show_stats(url: &str) -> Res<()> {
     if std::env::var_os("BOTMESH_BENCH_VERBOSE").is_none() {
         return Ok(());
     }

@@ -13,17 +13,24 @@
 //!   arrival; an ideal FIFO, where each message starts the moment the one before it in its
 //!   chat ends, gives waits of 0, 30, 60, … 270 ms (a p50 of 120 ms). A hand-off is the start
 //!   of a message that was already waiting minus the end of the one before it in its chat:
-//!   the coordination's own share of the wait. `w3_handler_mean_ms` is how long the handler
-//!   took: tokio's timer has millisecond ticks, so its 50 ms sleep takes a little longer, and
-//!   each message's wait grows by that excess over the ideal schedule's 30 ms per message.
+//!   the coordination's own share of the wait.
+//! - `w3_handler_mean_ms`: how long the handler took. It sleeps on a timer thread of its own
+//!   (see `precise.rs`): tokio's millisecond ticks would make it about 51.2 ms, and every
+//!   message's wait would grow by the excess over the ideal schedule's 30 ms per message.
+//! - `w3_hub_wait_p50_ms`, `w3_hub_wait_p99_ms`, `w3_hub_handoff_p50_us`: the same load with
+//!   the three replicas coordinating through the in-process hub instead of Redis: what the
+//!   runtime itself costs on this machine (200 chats' messages arrive at once, and two cores
+//!   start their handlers one after another), the floor under the Redis figures.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use botmesh_coord::CoordinationConfig;
 use botmesh_core::traits::Store;
 use botmesh_core::{Bot, BotError, Inbound, MemoryStore, MessageId};
+use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 use futures_util::StreamExt;
 
 use crate::common::percentile;
@@ -125,14 +132,24 @@ pub(crate) struct W3 {
     pub(crate) handler_ms: f64,
 }
 
+/// How the w3 load's replicas coordinate.
+#[derive(Clone, Copy)]
+pub(crate) enum Mesh<'a> {
+    /// Through the Redis at this URL.
+    Redis(&'a str),
+    /// Through an in-process hub.
+    Hub,
+}
+
 /// The ordered-arrival load: 200 chats × 10 messages 20 ms apart, three replicas, a 50 ms
 /// handler.
-pub(crate) async fn ordered_arrivals(url: &str) -> Res<W3> {
+pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
     const CHATS: usize = 200;
     const PER_CHAT: usize = 10;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let log: Arc<Mutex<Vec<Span>>> = Arc::default();
     let mut replicas = Vec::new();
+    let hub = MemoryCoordinationHub::new();
     for id in ["a", "b", "c"] {
         let log = Arc::clone(&log);
         let builder = Bot::builder().on_message(move |ctx| {
@@ -142,12 +159,25 @@ pub(crate) async fn ordered_arrivals(url: &str) -> Res<W3> {
                 let body = ctx.body();
                 let (chat, n) = body.split_once(' ').ok_or("no index")?;
                 let (chat, n): (usize, usize) = (chat.parse()?, n.parse()?);
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                crate::precise::sleep(Duration::from_millis(50)).await;
                 log.lock().map_err(|_| "poisoned")?.push((chat, n, start, Instant::now()));
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
             }
         });
-        replicas.push(coordinated(url, "w3", id, Arc::clone(&store), builder).await?);
+        replicas.push(match mesh {
+            Mesh::Redis(url) => coordinated(url, "w3", id, Arc::clone(&store), builder).await?,
+            Mesh::Hub => {
+                let coordinator = MemoryCoordinator::new(hub.clone(), id);
+                let provider = TestProvider::new();
+                let bot = builder
+                    .provider(provider.clone())
+                    .store(Arc::clone(&store))
+                    .coordination(CoordinationConfig::new(coordinator).build())
+                    .build()?;
+                bot.start().await?;
+                (bot, provider)
+            }
+        });
     }
     let mut arrivals: HashMap<(usize, usize), Instant> = HashMap::new();
     let mut pick: u64 = 0x2545_F491_4F6C_DD1D;
@@ -214,7 +244,21 @@ pub(crate) async fn ordered_arrivals(url: &str) -> Res<W3> {
                     Some(ms(s.saturating_duration_since(*arrivals.get(&(c, n))?)))
                 })
                 .collect();
-            eprintln!("w3: message {k}: mean wait {:.2} ms (ideal {} ms)", mean(&waits), 30 * k);
+            let mut sorted = waits.clone();
+            sorted.sort_by(f64::total_cmp);
+            eprintln!(
+                "w3 ({}): message {k}: wait mean {:.2} ms (ideal {} ms), min {:.2}, p50 {:.2}, \
+                 max {:.2}",
+                match mesh {
+                    Mesh::Redis(_) => "redis",
+                    Mesh::Hub => "hub",
+                },
+                mean(&waits),
+                30 * k,
+                sorted.first().copied().unwrap_or_default(),
+                percentile(&sorted, 0.5),
+                sorted.last().copied().unwrap_or_default()
+            );
         }
     }
     waits_ms.sort_by(f64::total_cmp);
@@ -236,16 +280,29 @@ pub(crate) fn w3_figures(w3: &W3) -> [(&'static str, f64, &'static str); 5] {
     ]
 }
 
+/// The w3 figures of the load on the in-process hub, named.
+pub(crate) fn w3_hub_figures(w3: &W3) -> [(&'static str, f64, &'static str); 3] {
+    [
+        ("w3_hub_wait_p50_ms", percentile(&w3.waits_ms, 0.50), "ms"),
+        ("w3_hub_wait_p99_ms", percentile(&w3.waits_ms, 0.99), "ms"),
+        ("w3_hub_handoff_p50_us", percentile(&w3.handoffs_us, 0.50), "us"),
+    ]
+}
+
 /// The `waits` suite: these figures alone, on a Redis of their own.
 pub(crate) async fn run() -> Res<crate::Figures> {
     let server = botmesh_testing::RedisServer::start()?;
     let url = server.url();
     let watched = polls_while_waiting(&url).await?;
-    let w3 = ordered_arrivals(&url).await?;
+    crate::redis_suite::reset_stats(&url).await?;
+    let w3 = ordered_arrivals(Mesh::Redis(&url)).await?;
+    crate::redis_suite::show_stats(&url).await?;
+    let hub = ordered_arrivals(Mesh::Hub).await?;
     let mut figures = vec![
         ("polls_while_waiting", watched.polls as f64, "commands"),
         ("heartbeat_cmds_while_waiting", watched.heartbeats as f64, "commands"),
     ];
     figures.extend(w3_figures(&w3));
+    figures.extend(w3_hub_figures(&hub));
     Ok(figures)
 }
