@@ -4,6 +4,7 @@
 //! busy, and the slot that frees first sends all that queued in one batch. The coordinator
 //! batches its tickets and releases this way, the store its journal's writes.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -35,8 +36,9 @@ struct Call<Op> {
 struct Slots<Op> {
     /// Calls or batches on the wire.
     busy: usize,
-    /// Calls waiting for a slot.
-    queued: Vec<Call<Op>>,
+    /// Calls waiting for a slot, oldest first. A deque: a batch leaves from the front while
+    /// the rest stays where it is.
+    queued: VecDeque<Call<Op>>,
 }
 
 /// Sends calls of one kind, batching those made while the slots are busy.
@@ -64,7 +66,7 @@ fn short() -> Arc<redis::RedisError> {
 impl<S: Batch> Batcher<S> {
     /// A batcher sending through `sender`.
     pub(crate) fn new(sender: S) -> Self {
-        let slots = Mutex::new(Slots { busy: 0, queued: Vec::new() });
+        let slots = Mutex::new(Slots { busy: 0, queued: VecDeque::new() });
         Self { inner: Arc::new(Inner { sender, slots }) }
     }
 
@@ -77,7 +79,7 @@ impl<S: Batch> Batcher<S> {
                 Turn::Now(op)
             } else {
                 let (reply, answer) = oneshot::channel();
-                slots.queued.push(Call { op, reply });
+                slots.queued.push_back(Call { op, reply });
                 Turn::Queued(answer)
             }
         };
