@@ -6,8 +6,7 @@
 //! One thread here sleeps on the operating system's clock until the earliest deadline asked
 //! for, and wakes the sleepers whose deadlines passed.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
@@ -19,18 +18,14 @@ type Sleeper = (Instant, oneshot::Sender<()>);
 
 /// Sleeps for `d`, give or take the operating system's wake-up latency.
 pub(crate) async fn sleep(d: Duration) {
-    static TIMER: OnceLock<std::sync::Mutex<Sender<Sleeper>>> = OnceLock::new();
+    static TIMER: OnceLock<Sender<Sleeper>> = OnceLock::new();
     let timer = TIMER.get_or_init(|| {
         let (tx, rx) = channel();
         std::thread::spawn(move || run(&rx));
-        std::sync::Mutex::new(tx)
+        tx
     });
     let (wake, woken) = oneshot::channel();
-    let sent = match timer.lock() {
-        Ok(tx) => tx.send((Instant::now() + d, wake)).is_ok(),
-        Err(_) => false,
-    };
-    if !sent || woken.await.is_err() {
+    if timer.send((Instant::now() + d, wake)).is_err() || woken.await.is_err() {
         // The timer thread is gone: fall back on tokio's timer.
         tokio::time::sleep(d).await;
     }
@@ -38,28 +33,24 @@ pub(crate) async fn sleep(d: Duration) {
 
 /// The timer thread: wakes each sleeper at its deadline.
 fn run(rx: &Receiver<Sleeper>) {
-    let mut due: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
-    let mut wakes = std::collections::HashMap::new();
-    let mut next_id = 0u64;
+    // By deadline, then by arrival among equal deadlines.
+    let mut due: BTreeMap<(Instant, u64), oneshot::Sender<()>> = BTreeMap::new();
+    let mut arrivals = 0u64;
     loop {
         let now = Instant::now();
-        while let Some(&Reverse((at, id))) = due.peek()
-            && at <= now
+        while let Some(entry) = due.first_entry()
+            && entry.key().0 <= now
         {
-            due.pop();
-            if let Some(wake) = wakes.remove(&id) {
-                let _ = oneshot::Sender::send(wake, ());
-            }
+            let _ = entry.remove().send(());
         }
-        let next = match due.peek() {
-            Some(&Reverse((at, _))) => rx.recv_timeout(at.saturating_duration_since(now)),
+        let next = match due.first_key_value() {
+            Some((&(at, _), _)) => rx.recv_timeout(at.saturating_duration_since(now)),
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match next {
             Ok((at, wake)) => {
-                next_id += 1;
-                due.push(Reverse((at, next_id)));
-                wakes.insert(next_id, wake);
+                arrivals += 1;
+                due.insert((at, arrivals), wake);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,

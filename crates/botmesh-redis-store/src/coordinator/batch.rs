@@ -44,7 +44,7 @@ impl Batch for Turns {
 
     async fn send(&self, ops: Vec<Op>) -> Vec<Reply> {
         if self.keys.layout() == KeyLayout::Standalone {
-            // One shard.
+            // One shard: every chat's keys share the prefix.
             return self.send_shard(&self.keys.shard(""), &ops).await;
         }
         // By shard, keeping each call's place to answer it in order.

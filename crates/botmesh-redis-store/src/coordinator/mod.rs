@@ -444,18 +444,15 @@ impl Coordinator for RedisCoordinator {
         }
         let was_registered = self.registered.swap(true, std::sync::atomic::Ordering::SeqCst);
         if expired && was_registered {
-            self.runs.expired();
-        } else {
-            self.runs.renewed(started);
-        }
-        if expired && was_registered {
             // Renewed now, but the liveness key had run out: other replicas may have taken
-            // this incarnation's turns and leaderships meanwhile.
+            // this incarnation's turns and leaderships meanwhile, so no run goes on here.
+            self.runs.expired();
             return Err(Error::LeaseLost {
                 key: self.incarnation.clone(),
                 reason: botmesh_traits::LeaseLostReason::Expired,
             });
         }
+        self.runs.renewed(started);
         Ok(())
     }
 
