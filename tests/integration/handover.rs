@@ -42,6 +42,7 @@ on_both_backends!(
     a_delivery_whose_ticket_came_after_the_replica_froze_is_refused_not_acknowledged,
     a_re_run_step_s_send_reaches_the_user_once,
     a_reply_whose_send_failed_twice_goes_out_on_the_third_run,
+    a_first_run_marks_its_send_after_it_and_a_later_run_looks_for_the_mark_before,
     a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it,
     an_answer_no_checkpoint_holds_is_released_and_handled_before_the_next_message,
     limit_without_durability_a_re_run_step_sends_again,
@@ -400,6 +401,32 @@ async fn a_reply_whose_send_failed_twice_goes_out_on_the_third_run(backend: &imp
         backend.store().journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
         "acknowledged once sent"
     );
+}
+
+async fn a_first_run_marks_its_send_after_it_and_a_later_run_looks_for_the_mark_before(
+    backend: &impl Backend,
+) {
+    let store = Arc::new(FaultyStore::new(backend.store()));
+    let bot = {
+        let store = Arc::clone(&store);
+        move |b: BotBuilder| echo(durable(b).store(store))
+    };
+    let a = replica(backend, "a", TestProvider::new(), |c| c, bot).await;
+    // Handled for the first time, a message has no earlier run that could have sent its
+    // reply: the reply goes out, then its mark is written.
+    say(&a, "a1", "hi");
+    a.provider.wait_sent(1).await;
+    a.provider.settled(&a.bot).await;
+    assert_eq!(store.outbox_calls(), ["claim"], "the mark, and nothing before the send");
+    // The first run's send fails and marks nothing; the second run claims the mark to see
+    // whether an earlier run sent, finds none, gives it back, sends and marks.
+    a.provider.fail_sends(1);
+    say(&a, "a2", "again");
+    let sent = tokio::time::timeout(Duration::from_secs(30), a.provider.wait_sent(2)).await;
+    assert!(sent.is_ok(), "the reply never went out: {:?}", a.rec.events());
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["echo hi", "echo again"]);
+    assert_eq!(store.outbox_calls(), ["claim", "claim", "release", "claim"]);
 }
 
 /// Echoes, after an hour for "slow" on a slow replica.

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::coordination::TurnSlot;
-use crate::shared::Shared;
+use crate::shared::{OutboxKey, Shared};
 use crate::{Message, Result};
 
 /// What a message handler gets: the message, and ways to answer it.
@@ -51,8 +51,18 @@ pub struct Ctx {
     message: Arc<Message>,
     key: ChatKey,
     start: Arc<Mutex<Option<String>>>,
-    /// With durability: the outbox key prefix of this handler's sends, and their count.
-    outbox: Option<Arc<(String, AtomicU32)>>,
+    /// With durability: the outbox keys of this handler's sends.
+    outbox: Option<Arc<OutboxKeys>>,
+}
+
+/// The outbox keys of one handler's sends for one message.
+struct OutboxKeys {
+    /// What every key starts with: the chat, the message's journal id, the handler.
+    prefix: String,
+    /// The sends made so far, which number the next key.
+    sent: AtomicU32,
+    /// The message is handled for the first time (see [`TurnSlot::is_fresh`]).
+    fresh: bool,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -75,14 +85,21 @@ impl Ctx {
         let outbox = shared.durability.is_some().then(|| {
             let id = crate::durable::journal_id(&message.inbound);
             let slot = handler.map_or_else(|| "fallback".to_owned(), |h| format!("h{h}"));
-            Arc::new((format!("{key}|{id}|{slot}"), AtomicU32::new(0)))
+            Arc::new(OutboxKeys {
+                fresh: turn.is_fresh(&id),
+                prefix: format!("{key}|{id}|{slot}"),
+                sent: AtomicU32::new(0),
+            })
         });
         Self { shared, turn, key, message, start: Arc::default(), outbox }
     }
 
     /// The outbox key of the next send, with durability.
-    fn outbox_key(&self) -> Option<String> {
-        self.outbox.as_ref().map(|o| format!("{}|{}", o.0, o.1.fetch_add(1, Ordering::SeqCst)))
+    fn outbox_key(&self) -> Option<OutboxKey> {
+        self.outbox.as_ref().map(|o| OutboxKey {
+            key: format!("{}|{}", o.prefix, o.sent.fetch_add(1, Ordering::SeqCst)),
+            fresh: o.fresh,
+        })
     }
 
     /// The message, after the `before_message` hooks. [`ConvCtx::message`](crate::ConvCtx::message)
@@ -125,9 +142,9 @@ impl Ctx {
 
     /// Sends a text to the chat the message came from.
     ///
-    /// With durability, the send is recorded in the outbox first, so that the same message
-    /// handled again (replayed after a crash) does not send it twice; the receipt of a skipped
-    /// send has no id.
+    /// With durability, the send is marked in the outbox once it went out, so that the same
+    /// message handled again (replayed after a crash) does not send it twice; the receipt of a
+    /// skipped send has no id.
     pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
         self.send(text.into()).await
     }

@@ -33,6 +33,15 @@ const RATE_LIMIT_BUDGET: Duration = Duration::from_secs(60);
 /// The shortest wait before a throttled send is tried again.
 const MIN_RATE_LIMIT_WAIT: Duration = Duration::from_millis(100);
 
+/// The outbox entry of one send, with durability.
+pub(crate) struct OutboxKey {
+    /// The send's key: its chat, its message's journal id, its handler or step, its number.
+    pub(crate) key: String,
+    /// Its message is handled for the first time (see [`TurnSlot::is_fresh`]): no earlier run
+    /// can have made this send.
+    pub(crate) fresh: bool,
+}
+
 pub(crate) type HandlerFn =
     Arc<dyn Fn(Ctx) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
 pub(crate) type HookFn =
@@ -115,7 +124,7 @@ impl Shared {
         turn: &TurnSlot,
         message: &Outbound,
         via: &str,
-        outbox: Option<String>,
+        outbox: Option<OutboxKey>,
     ) -> Result<SendReceipt> {
         turn.check()?;
         let span = tracing::debug_span!(target: "botmesh", "send", provider = via);
@@ -128,7 +137,7 @@ impl Shared {
         turn: &TurnSlot,
         message: &Outbound,
         via: &str,
-        outbox: Option<String>,
+        outbox: Option<OutboxKey>,
     ) -> Result<SendReceipt> {
         let (Some(key), Some(durability)) = (outbox, &self.durability) else {
             return self.send(message, Some(via)).await;
@@ -144,50 +153,43 @@ impl Shared {
         turn: &TurnSlot,
         message: &Outbound,
         via: &str,
-        key: String,
+        OutboxKey { key, fresh }: OutboxKey,
         ttl: Duration,
     ) -> Result<SendReceipt> {
         let inbox = self.inbox()?;
-        // The send is claimed, then marked sent once it went out. Found claimed, it belongs to
-        // an earlier run of the same step: that run sent it unless it stopped before the mark,
-        // in which case it goes out now (at least once, never lost). A send the provider did
-        // not take gives its claim back, so the next run makes it.
-        let sent = format!("{key}|sent");
-        let claimed = if self.outbox_claim(turn, inbox, &key, ttl).await? {
-            key.clone()
-        } else if self.outbox_claim(turn, inbox, &sent, ttl).await? {
-            sent.clone()
-        } else {
-            self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
-            return Ok(SendReceipt::new(None));
-        };
+        // A send is marked in the outbox once it went out, and skipped by a later run of the
+        // same step that finds the mark. A crash between the send and its mark sends it again
+        // (at least once, never lost). A message handled for the first time has no earlier
+        // run: it sends straight away. A later run first looks for the mark by claiming it
+        // and, finding none, gives the claim back before sending, so a crash before the send
+        // loses nothing.
+        let mark = format!("{key}|sent");
+        if !fresh {
+            if !self.outbox_claim(turn, inbox, &mark, ttl).await? {
+                self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
+                return Ok(SendReceipt::new(None));
+            }
+            if let Err(e) = inbox.outbox_release(&mark).await {
+                // Still marked: a crash before the send below would skip it on the next run.
+                let chat = botmesh_traits::ChatKey::new(message.chat.as_str());
+                self.events.error(Some(&chat), e.into());
+            }
+        }
         let _in_flight = self.meters.outbox_backlog.hold();
         let message = message.clone().with_idempotency_key(key);
-        let chat = || botmesh_traits::ChatKey::new(message.chat.as_str());
-        let receipt = match self.send(&message, Some(via)).await {
-            Ok(receipt) => receipt,
-            Err(e) => {
-                if let Err(released) = inbox.outbox_release(&claimed).await {
-                    // Still claimed: the next run falls back on the sent mark.
-                    self.events.error(Some(&chat()), released.into());
-                }
-                return Err(e);
-            }
-        };
-        if claimed != sent
-            && let Err(e) = inbox.outbox_claim(&sent, ttl).await
-        {
+        let receipt = self.send(&message, Some(via)).await?;
+        if let Err(e) = inbox.outbox_claim(&mark, ttl).await {
             // Unmarked, a rerun of the step sends it again rather than never.
-            self.events.error(Some(&chat()), e.into());
+            let chat = botmesh_traits::ChatKey::new(message.chat.as_str());
+            self.events.error(Some(&chat), e.into());
         }
         Ok(receipt)
     }
 
-    /// Claims send `key` in the outbox. A claim whose reply was lost (a dropped connection, a
-    /// timeout) may have landed, so it is asked again (with the retry policy, for as long as
-    /// [`CLAIM_BUDGET`], and only while the turn holds): found claimed, it was this claim when
-    /// the message is handled for the first time (nothing else can have claimed it), else an
-    /// earlier run's, whose send went out.
+    /// Claims outbox `key` for a run that is not the message's first. A claim whose reply was
+    /// lost (a dropped connection, a timeout) may have landed, so it is asked again (with the
+    /// retry policy, for as long as [`CLAIM_BUDGET`], and only while the turn holds); found
+    /// claimed then, it is taken for an earlier run's mark.
     async fn outbox_claim(
         &self,
         turn: &TurnSlot,
@@ -196,7 +198,7 @@ impl Shared {
         ttl: Duration,
     ) -> Result<bool> {
         let failed = AtomicBool::new(false);
-        let claimed = retry::within(CLAIM_BUDGET, || async {
+        Ok(retry::within(CLAIM_BUDGET, || async {
             if failed.load(Ordering::Relaxed) {
                 turn.check()?;
             }
@@ -204,8 +206,7 @@ impl Shared {
             failed.fetch_or(claimed.is_err(), Ordering::Relaxed);
             claimed
         })
-        .await?;
-        Ok(claimed || (failed.load(Ordering::Relaxed) && turn.first_attempt()))
+        .await?)
     }
 
     /// Sends through the provider `message` names, else `via`, else the bot's only one. A

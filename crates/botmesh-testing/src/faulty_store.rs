@@ -52,6 +52,7 @@ pub struct FaultyStore {
     fail_appends: AtomicU32,
     refuse_renewals: AtomicU32,
     acks: AtomicU32,
+    outbox: Mutex<Vec<&'static str>>,
     landed: Arc<Mutex<Vec<Instant>>>,
 }
 
@@ -77,6 +78,7 @@ impl FaultyStore {
             fail_appends: AtomicU32::new(0),
             refuse_renewals: AtomicU32::new(0),
             acks: AtomicU32::new(0),
+            outbox: Mutex::default(),
             landed: Arc::default(),
         }
     }
@@ -115,6 +117,12 @@ impl FaultyStore {
     /// How many journal acknowledgements were tried, failed ones included.
     pub fn acknowledgements_tried(&self) -> u32 {
         self.acks.load(Ordering::SeqCst)
+    }
+
+    /// The outbox calls made so far, in order: `"claim"` (`outbox_claim`) or `"release"`
+    /// (`outbox_release`).
+    pub fn outbox_calls(&self) -> Vec<&'static str> {
+        lock(&self.outbox).clone()
     }
 
     /// When each checkpoint write or clear reached the wrapped store, in order.
@@ -322,10 +330,12 @@ impl JournalStore for FaultyStore {
     }
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
+        lock(&self.outbox).push("claim");
         capability(self.inner.journal(), "outbox_claim")?.outbox_claim(key, ttl).await
     }
 
     async fn outbox_release(&self, key: &str) -> Result<()> {
+        lock(&self.outbox).push("release");
         capability(self.inner.journal(), "outbox_release")?.outbox_release(key).await
     }
 }

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use crate::checkpoint::RecordedAnswer;
 use crate::coordination::TurnSlot;
 use crate::durable::journal_id;
-use crate::shared::Shared;
+use crate::shared::{OutboxKey, Shared};
 use crate::{BotError, Message, Result, Step};
 
 /// The context of a running conversation or flow.
@@ -291,8 +291,8 @@ impl ConvCtx {
     /// reminder sent by a background task) may still send; such a send is not fenced by a turn.
     ///
     /// With durability, a send made again by a step that runs again for the same message
-    /// (on another replica after a crash) is recorded in the outbox and skipped; the receipt
-    /// of a skipped send has no id.
+    /// (on another replica after a crash) finds the first one's mark in the outbox and is
+    /// skipped; the receipt of a skipped send has no id.
     pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
         self.send(text.into()).await
     }
@@ -318,9 +318,10 @@ impl ConvCtx {
             let seq = st.send_seq;
             st.send_seq += 1;
             let step = st.step.as_ref().map_or(0, |(i, _)| *i);
-            st.input
-                .as_ref()
-                .map(|input| format!("{}|{input}|{}|{step}|{seq}", self.inner.key, st.name))
+            st.input.as_ref().map(|input| OutboxKey {
+                key: format!("{}|{input}|{}|{step}|{seq}", self.inner.key, st.name),
+                fresh: self.inner.turn.is_fresh(input),
+            })
         };
         let inner = &self.inner;
         inner.shared.send_once(&inner.turn, message, &inner.provider, outbox).await

@@ -19,8 +19,9 @@ use super::Turn;
 #[derive(Default)]
 pub(crate) struct TurnSlot {
     turn: Mutex<Option<Arc<dyn Turn>>>,
-    /// The message handled now is handled for the first time (journaled by this very job).
-    first: AtomicBool,
+    /// The journal id of the message handled now when it is handled for the first time
+    /// (journaled by this very job).
+    fresh: Mutex<Option<String>>,
     /// The job running under the turn was cut short (at `settle`, or by a stop): no new effect
     /// may start under it.
     cut: AtomicBool,
@@ -80,15 +81,16 @@ impl TurnSlot {
         self.turn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Says whether the message handled now is handled for the first time (journaled by this
-    /// very job), as opposed to taken over, replayed or retried.
-    pub(crate) fn set_first_attempt(&self, first: bool) {
-        self.first.store(first, Ordering::SeqCst);
+    /// Says which message, if any, is handled now for the first time (journaled by this very
+    /// job), as opposed to taken over, replayed or retried: its journal id.
+    pub(crate) fn set_fresh(&self, id: Option<String>) {
+        *self.fresh.lock().unwrap_or_else(PoisonError::into_inner) = id;
     }
 
-    /// See [`TurnSlot::set_first_attempt`].
-    pub(crate) fn first_attempt(&self) -> bool {
-        self.first.load(Ordering::SeqCst)
+    /// Whether journaled message `id` is handled now for the first time: no earlier run of
+    /// its steps can have sent anything (see [`TurnSlot::set_fresh`]).
+    pub(crate) fn is_fresh(&self, id: &str) -> bool {
+        self.fresh.lock().unwrap_or_else(PoisonError::into_inner).as_deref() == Some(id)
     }
 
     pub(crate) fn set(&self, turn: Option<Arc<dyn Turn>>) {

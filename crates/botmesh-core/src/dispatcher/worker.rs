@@ -155,7 +155,7 @@ impl Worker {
             Box::pin(journal_jobs(&shared, &self.key, std::slice::from_mut(&mut job))).await;
         }
         job.answer(Ok(()));
-        self.turn.set_first_attempt(false);
+        self.turn.set_fresh(None);
         let Job { work, ticket, journal, .. } = job;
         let mut first = false;
         let own = match (journal, &work) {
@@ -218,6 +218,7 @@ impl Worker {
             }
         };
         let mut work = Some(work);
+        let mut fresh = id.filter(|_| first);
         while let Some(item) = run.next().await {
             match item {
                 Item::TakenOver { taken, changed_hands } => {
@@ -226,7 +227,7 @@ impl Worker {
                     if let Some(fence) = self.turn.fence() {
                         taken_span.record("fence", fence);
                     }
-                    self.turn.set_first_attempt(false);
+                    self.turn.set_fresh(None);
                     let work = Work::Message(taken.inbound);
                     let outcome = self
                         .handle(work, changed_hands, &taken_span)
@@ -235,7 +236,7 @@ impl Worker {
                     run.done(outcome).instrument(taken_span).await;
                 }
                 Item::Own { changed_hands } => {
-                    self.turn.set_first_attempt(first);
+                    self.turn.set_fresh(fresh.take());
                     let outcome = match work.take() {
                         Some(work) => self.handle(work, changed_hands, span).await,
                         None => Outcome::default(),
