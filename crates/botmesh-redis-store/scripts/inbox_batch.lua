@@ -1,12 +1,16 @@
 -- A batch of journal appends, acknowledgements and outbox claims, run in order.
 -- KEYS: the pending index, the sequence, then the record (or outbox entry) of each call.
--- ARGV per call: 'a', id, chat key, payload, owner, state, retain ms (append: 'new', or the
+-- ARGV: the number of appends, then per call: 'a', id, chat key, payload, owner, state, retain
+-- ms (append: 'new', or the
 -- existing record's state); 'k', id (acknowledge: 1, or 0 when the record is gone); or 'o',
 -- token, ttl ms (claim: 1 when the entry is this token's, set now or by the same claim sent
 -- before; 0 when another claim holds it).
 -- Returns, per call, its reply's length (1), then the reply.
 local pending, seqkey = KEYS[1], KEYS[2]
-local out, a, k = {}, 1, 3
+local out, a, k = {}, 2, 3
+-- The sequence numbers of the batch's new records, taken in one step when the first is
+-- written: the next is `seq + 1`, and a duplicate leaves its number unused.
+local seq = nil
 while a <= #ARGV do
   local rec, id = KEYS[k], ARGV[a + 1]
   k = k + 1
@@ -16,7 +20,11 @@ while a <= #ARGV do
     if existing then
       table.insert(out, 1); table.insert(out, existing)
     else
-      local seq = redis.call('INCR', seqkey)
+      if seq then
+        seq = seq + 1
+      else
+        seq = redis.call('INCRBY', seqkey, ARGV[1]) - tonumber(ARGV[1]) + 1
+      end
       redis.call('HSET', rec, 'k', ARGV[a + 2], 'p', ARGV[a + 3], 'o', ARGV[a + 4], 's', state, 'n', retain)
       if state == 'pending' then
         redis.call('ZADD', pending, seq, id)

@@ -1,7 +1,13 @@
 local function s(n) return string.format('%.0f', n) end
+-- The server's clock in microseconds, read once per script call: the counters a call starts
+-- (see `counter`) are each a different field, so one reading serves them all.
+local now_us
 local function clock_us()
-  local t = redis.call('TIME')
-  return t[1] .. string.format('%06d', tonumber(t[2]))
+  if not now_us then
+    local t = redis.call('TIME')
+    now_us = t[1] .. string.format('%06d', tonumber(t[2]))
+  end
+  return now_us
 end
 -- The server's clock in milliseconds (exact in a double).
 local function clock_ms()
@@ -67,7 +73,7 @@ end
 -- order, so fences grow. The previous holder is kept in 'p' ('' for none) to be restored if
 -- the turn goes unused; the incarnations passed over move from 'd' to 'hd', where the holder
 -- can read them again. `l` and `d`, when the caller read them already, spare a read.
-local function grant(st, m, l, d)
+local function grant(st, m, l, d, n)
   local seq, inc, tid, replica = fields(m)
   if l == nil then
     local cur = redis.call('HMGET', st, 'l', 'd')
@@ -75,7 +81,13 @@ local function grant(st, m, l, d)
   end
   local prev, over = l or '', d or ''
   if over ~= '' then redis.call('HDEL', st, 'd') end
-  redis.call('HSET', st, 'h', inc .. '|' .. seq .. '|' .. seq .. '|' .. tid, 'l', replica, 'p', prev, 'hd', over)
+  local holder = inc .. '|' .. seq .. '|' .. seq .. '|' .. tid
+  if n then
+    -- A new ticket counter, written with the grant (see `take`).
+    redis.call('HSET', st, 'h', holder, 'l', replica, 'p', prev, 'hd', over, 'n', n)
+  else
+    redis.call('HSET', st, 'h', holder, 'l', replica, 'p', prev, 'hd', over)
+  end
   return {seq, inc, seq, prev, over}
 end
 -- Puts the previous holder back after an unused turn.
@@ -119,10 +131,14 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
   local cur = redis.call('HMGET', st, 'h', 'l', 'd')
   local h = cur[1]
   local last = redis.call('HINCRBY', st, 'n', count)
+  -- A new counter starts from the clock (see `counter`). A free turn goes to the first ticket
+  -- below, whose grant writes the counter too; a held one cannot have a new counter, but if it
+  -- had, the counter is written here.
+  local start = nil
   if last == count then
-    -- A new counter starts from the clock (see `counter`).
     last = tonumber(clock_us()) + count - 1
-    redis.call('HSET', st, 'n', s(last))
+    start = s(last)
+    if h then redis.call('HSET', st, 'n', start) end
   end
   local out, members, g = {}, {}, nil
   for i = 1, count do
@@ -131,7 +147,7 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
     local m = seq .. '|' .. inc .. '|' .. tid .. '|' .. replica
     if i == 1 and not h then
       redis.call('PERSIST', st)
-      g = announce(grant(st, m, cur[2], cur[3]), wake, key, inc)
+      g = announce(grant(st, m, cur[2], cur[3], start), wake, key, inc)
     else
       table.insert(members, seq)
       table.insert(members, m)

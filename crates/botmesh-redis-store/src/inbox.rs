@@ -53,7 +53,8 @@ impl Batch for Inbox {
             })
             .sum::<usize>()
             + ops.len() * base.len();
-        let mut call = ScriptCall::new(&self.script, 2 + ops.len(), 2 + 8 * ops.len(), bytes);
+        let appends = ops.iter().filter(|op| matches!(op, Op::Append { .. })).count();
+        let mut call = ScriptCall::new(&self.script, 2 + ops.len(), 3 + 8 * ops.len(), bytes + 8);
         call.arg(&pending).arg(&seq);
         for op in &ops {
             match op {
@@ -61,6 +62,7 @@ impl Batch for Inbox {
                 Op::Claim { key, .. } => call.arg(Keys::outbox_arg(&base, key)),
             };
         }
+        call.arg(appends);
         for op in &ops {
             match op {
                 Op::Append { id, key, payload, owner, state, retain_ms } => {

@@ -103,6 +103,58 @@ async fn the_batched_calls_load_the_scripts_a_restarted_server_lost() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_chat_s_first_ticket_writes_its_state_once_and_a_batch_reads_the_clock_once() {
+    let (_server, mut admin, store) = private_store("new").await;
+    let coordinator = store.coordinator(Duration::from_secs(5));
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
+    let keys: Vec<botmesh_traits::ChatKey> =
+        (0..20).map(|i| botmesh_traits::ChatKey::from(format!("chat{i}"))).collect();
+    let tickets =
+        futures_util::future::join_all(keys.iter().map(|k| coordinator.take_ticket(k))).await;
+    for ticket in tickets {
+        assert!(ticket.unwrap().grant.is_some(), "a new chat's first ticket takes its turn");
+    }
+    let batches = calls(&mut admin, &["cmdstat_evalsha:"]).await;
+    assert!(batches < 20, "20 tickets taken together go in batches, {batches} calls");
+    // Per chat: its counter starts from the clock and is written with the grant.
+    assert_eq!(calls(&mut admin, &["cmdstat_hset:"]).await, 20, "one write of each new state");
+    assert_eq!(calls(&mut admin, &["cmdstat_time:"]).await, batches, "one clock read per call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_made_together_keep_their_order_and_take_one_sequence_step_per_batch() {
+    let (_server, mut admin, store) = private_store("order").await;
+    let journal = store.journal().unwrap();
+    let records: Vec<InboxRecord> = (0..40)
+        .map(|i| InboxRecord::pending(format!("m{i}"), format!("chat{}", i % 4), "{}", "me"))
+        .collect();
+    // m3 a second time among them: a duplicate in the middle of a batch.
+    let mut appends: Vec<&InboxRecord> = records.iter().collect();
+    appends.insert(20, &records[3]);
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
+    let retain = Duration::from_secs(60);
+    let replies =
+        futures_util::future::join_all(appends.iter().map(|r| journal.inbox_append(r, retain)))
+            .await;
+    let batches = calls(&mut admin, &["cmdstat_evalsha:"]).await;
+    let steps = calls(&mut admin, &["cmdstat_incrby:", "cmdstat_incr:"]).await;
+    for (i, reply) in replies.into_iter().enumerate() {
+        let expected = if i == 20 {
+            InboxAppend::Duplicate { state: botmesh_traits::InboxState::Pending }
+        } else {
+            InboxAppend::Appended
+        };
+        assert_eq!(reply.unwrap(), expected, "append {i}");
+    }
+    let pending = journal.inbox_pending(100).await.unwrap();
+    let ids: Vec<&str> = pending.iter().map(|r| r.id.as_str()).collect();
+    let expected: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, expected, "the journal's order is the order the appends were made");
+    assert!(batches < 41, "41 appends made together go in batches, {batches} calls");
+    assert_eq!(steps, batches, "one step of the sequence per batch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_are_loaded_at_connect_so_a_burst_on_a_fresh_server_loads_none() {
     let (_server, mut admin, store) = private_store("burst").await;
     let loaded_at_connect = script_commands(&mut admin).await;
