@@ -164,6 +164,7 @@ impl Shared {
         // and, finding none, gives the claim back before sending, so a crash before the send
         // loses nothing.
         let mark = format!("{key}|sent");
+        let chat = || botmesh_traits::ChatKey::new(message.chat.as_str());
         if !fresh {
             if !self.outbox_claim(turn, inbox, &mark, ttl).await? {
                 self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
@@ -171,8 +172,7 @@ impl Shared {
             }
             if let Err(e) = inbox.outbox_release(&mark).await {
                 // Still marked: a crash before the send below would skip it on the next run.
-                let chat = botmesh_traits::ChatKey::new(message.chat.as_str());
-                self.events.error(Some(&chat), e.into());
+                self.events.error(Some(&chat()), e.into());
             }
         }
         let _in_flight = self.meters.outbox_backlog.hold();
@@ -180,8 +180,7 @@ impl Shared {
         let receipt = self.send(&message, Some(via)).await?;
         if let Err(e) = inbox.outbox_claim(&mark, ttl).await {
             // Unmarked, a rerun of the step sends it again rather than never.
-            let chat = botmesh_traits::ChatKey::new(message.chat.as_str());
-            self.events.error(Some(&chat), e.into());
+            self.events.error(Some(&chat()), e.into());
         }
         Ok(receipt)
     }

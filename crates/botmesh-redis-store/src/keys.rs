@@ -111,7 +111,9 @@ impl Keys {
 
     /// An inbox key.
     pub(crate) fn inbox(&self, what: &str) -> String {
-        format!("{}{what}", self.inbox_base())
+        let mut key = self.inbox_base();
+        key.push_str(what);
+        key
     }
 
     /// An outbox entry (see [`outbox_arg`](Self::outbox_arg)).

@@ -59,6 +59,11 @@ async fn calls(conn: &mut redis::aio::MultiplexedConnection, prefixes: &[&str]) 
         .sum()
 }
 
+/// Resets the server's statistics, so that [`calls`] counts from now.
+async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) {
+    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(conn).await.unwrap();
+}
+
 /// How many `SCRIPT` commands (loads) the server executed so far: `cmdstat_script|load` (Redis
 /// 7 counts subcommands apart), or `cmdstat_script` on older servers.
 async fn script_commands(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
@@ -106,7 +111,7 @@ async fn the_batched_calls_load_the_scripts_a_restarted_server_lost() {
 async fn a_new_chat_s_first_ticket_writes_its_state_once_and_a_batch_reads_the_clock_once() {
     let (_server, mut admin, store) = private_store("new").await;
     let coordinator = store.coordinator(Duration::from_secs(5));
-    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
+    reset_stats(&mut admin).await;
     let keys: Vec<botmesh_traits::ChatKey> =
         (0..20).map(|i| botmesh_traits::ChatKey::from(format!("chat{i}"))).collect();
     let tickets =
@@ -131,7 +136,7 @@ async fn appends_made_together_keep_their_order_and_take_one_sequence_step_per_b
     // m3 a second time among them: a duplicate in the middle of a batch.
     let mut appends: Vec<&InboxRecord> = records.iter().collect();
     appends.insert(20, &records[3]);
-    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
+    reset_stats(&mut admin).await;
     let retain = Duration::from_secs(60);
     let replies =
         futures_util::future::join_all(appends.iter().map(|r| journal.inbox_append(r, retain)))
@@ -259,7 +264,7 @@ async fn a_waiting_ticket_asks_redis_nothing_while_its_wake_channel_is_up() {
         tokio::spawn(async move { b.wait_turn(&waiting, Duration::from_secs(60)).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
-    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
+    reset_stats(&mut admin).await;
     // Polling every `max_poll` (100 ms) would make about twenty calls in two seconds.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(script_calls(&mut admin).await, 0, "no script ran while the ticket waited");

@@ -92,9 +92,14 @@ fn rejected(seen: &Seen) -> Vec<String> {
         .collect()
 }
 
+/// User `u` says something in DM channel 7; the message's id.
+fn says(server: &DiscordServer, u: u64) -> String {
+    server.user_says(7, &Author::dm(u, "u"), "hi").to_string()
+}
+
 /// Five users each say something in DM channel 7; their message ids.
 fn five_say(server: &DiscordServer) -> Vec<String> {
-    (1..=5).map(|u| server.user_says(7, &Author::dm(u, "u"), "hi").to_string()).collect()
+    (1..=5).map(|u| says(server, u)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,10 +153,9 @@ async fn while_the_bot_cannot_take_messages_at_most_the_queue_limit_wait() {
     let seen = Arc::clone(&recorded.seen);
     // The first message is being offered (again and again) before the others arrive, so two
     // of them wait and the last two find the queue full.
-    let say = |u| server.user_says(7, &Author::dm(u, "u"), "hi").to_string();
-    let mut ids = vec![say(1)];
+    let mut ids = vec![says(&server, 1)];
     until("the first message is offered", || journal.offered.load(Ordering::SeqCst) >= 1).await;
-    ids.extend((2..=5).map(say));
+    ids.extend((2..=5).map(|u| says(&server, u)));
     let last = ids.last().unwrap().clone();
     until("the last message is dropped", || rejected(&seen).iter().any(|r| r.contains(&last)))
         .await;
