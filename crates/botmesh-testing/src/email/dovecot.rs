@@ -97,7 +97,7 @@ protocols = imap
 listen = 127.0.0.1
 base_dir = {d}/run
 state_dir = {d}/state
-instance_name = botmesh-{port}
+instance_name = {instance}
 default_internal_user = {internal}
 default_internal_group = {group}
 default_login_user = {login}
@@ -135,6 +135,7 @@ protocol imap {{
   imap_idle_notify_interval = 1 secs
 {capability}}}
 ",
+        instance = instance(port),
         internal = users.internal,
         group = users.internal_group,
         login = users.login,
@@ -195,6 +196,13 @@ fn certificates(dir: &Path) -> io::Result<()> {
 }
 
 /// The IMAP sessions in the output of `doveadm who -1` (one line per session).
+/// The instance name of the server on `port` started by this process. Dovecot's processes
+/// carry it in their titles (`dovecot-{instance}/imap`), which is how [`DovecotServer`] finds
+/// the ones its master left behind.
+fn instance(port: u16) -> String {
+    format!("botmesh-{}-{port}", std::process::id())
+}
+
 fn imap_sessions(who: &str) -> usize {
     who.lines().filter(|l| l.split_whitespace().any(|w| w == "imap")).count()
 }
@@ -451,6 +459,15 @@ impl DovecotServer {
             }
             let _ = child.kill();
             let _ = child.wait();
+            // A client that logged in again between the kick and the stop has a session the
+            // master leaves running (with its log and stats processes), still serving its
+            // connection: a halted server must cut it, or that client never sees it go.
+            let orphans = format!("^dovecot-{}/", instance(self.port));
+            let _ = Command::new("pkill")
+                .args(["-KILL", "-f", &orphans])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
         }
     }
 
