@@ -24,8 +24,8 @@
 //! - `redis_cmds_per_msg`: every command Redis executed during the `replicas3_msgs_per_s` load
 //!   (the commands scripts run inside Redis included, heartbeats too), per message, from
 //!   `INFO commandstats`.
-//! - `allocs_per_msg`: allocations per message for one coordinated echo replica (see
-//!   [`allocs_per_msg`]).
+//! - `allocs_per_msg`, `durable_allocs_per_msg`: allocations per message for one coordinated
+//!   echo replica, without and with durability (see [`allocs_per_msg`]).
 //! - `polls_while_waiting`, `heartbeat_cmds_while_waiting`, and the `w3_` figures: see
 //!   `waits.rs`.
 
@@ -100,13 +100,20 @@ fn calls(stats: &str, counted: impl Fn(&str) -> bool) -> u64 {
         .sum()
 }
 
-/// Allocations per message for one coordinated echo replica (memory store): 200 chats × 100
-/// messages, after a warm-up, counted by the bench's allocator over the whole process.
-async fn allocs_per_msg(url: &str) -> Res<f64> {
+/// Allocations per message for one coordinated echo replica: 200 chats × 100 messages, after
+/// a warm-up, counted by the bench's allocator over the whole process. Without durability the
+/// store is in memory (the turn path alone); with it, the store is `RedisStore`, so its
+/// journal writes count too.
+async fn allocs_per_msg(url: &str, durable: bool) -> Res<f64> {
     const CHATS: usize = 200;
     const PER_CHAT: usize = 100;
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let (bot, provider) = coordinated(url, "al", "a", store, echo(Bot::builder())).await?;
+    let (store, builder): (Arc<dyn Store>, _) = if durable {
+        let store = Arc::new(RedisStore::new(url, "al").await?);
+        (store, echo(Bot::builder()).durability(Durability::new()))
+    } else {
+        (Arc::new(MemoryStore::new()), echo(Bot::builder()))
+    };
+    let (bot, provider) = coordinated(url, "al", "a", store, builder).await?;
     let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
     for chat in &chats {
         provider.say(chat, "warm");
@@ -295,7 +302,9 @@ pub(crate) async fn run() -> Res<Figures> {
 
     let per_msg = roundtrips(&url).await?;
     flush(&url).await?;
-    let allocations = allocs_per_msg(&url).await?;
+    let allocations = allocs_per_msg(&url, false).await?;
+    flush(&url).await?;
+    let durable_allocations = allocs_per_msg(&url, true).await?;
     flush(&url).await?;
     let watched = waits::polls_while_waiting(&url).await?;
     flush(&url).await?;
@@ -368,6 +377,7 @@ pub(crate) async fn run() -> Res<Figures> {
         ("polls_while_waiting", watched.polls as f64, "commands"),
         ("heartbeat_cmds_while_waiting", watched.heartbeats as f64, "commands"),
         ("allocs_per_msg", allocations, "allocations/msg"),
+        ("durable_allocs_per_msg", durable_allocations, "allocations/msg"),
         ("handoff_p50_us", percentile(&gaps, 0.50), "us"),
         ("handoff_p99_us", percentile(&gaps, 0.99), "us"),
         ("naive_handoff_p50_us", percentile(&naive_gaps, 0.50), "us"),
@@ -401,8 +411,8 @@ pub(crate) async fn show_stats(url: &str) -> Res<()> {
     Ok(())
 }
 
-/// The `load` suite: `replicas3_msgs_per_s` and `durable_msgs_per_s` alone, to profile or to
-/// compare quickly.
+/// The `load` suite: `replicas3_msgs_per_s`, `durable_msgs_per_s` and the allocations per
+/// message with and without durability, to profile or to compare quickly.
 pub(crate) async fn load() -> Res<Figures> {
     let server = RedisServer::start()?;
     let url = server.url();
@@ -419,6 +429,10 @@ pub(crate) async fn load() -> Res<Figures> {
         reset_stats(&url).await?;
         figures.push((name, spread(&three).await?, "msg/s"));
         show_stats(&url).await?;
+    }
+    for (name, durable) in [("allocs_per_msg", false), ("durable_allocs_per_msg", true)] {
+        flush(&url).await?;
+        figures.push((name, allocs_per_msg(&url, durable).await?, "allocations/msg"));
     }
     Ok(figures)
 }

@@ -239,7 +239,7 @@ async fn begin_journaled(
         && let Own::Journaled(recorded) = &own
     {
         // Another holder took this message over while it waited here for its turn.
-        let id = recorded.inbound.id.clone();
+        let id = recorded.message.clone();
         journal.emit(Event::Duplicate { key: key.clone(), id });
         own = Own::Nothing;
     }
@@ -393,7 +393,7 @@ impl Run {
         if let (Own::Journaled(recorded), Some(journal)) = (own, &self.journal) {
             if self.lost {
                 let failed = !self.interrupted;
-                journal.give_back(&self.key, &recorded.inbound.id, &recorded.id, failed).await;
+                journal.give_back(&self.key, &recorded.message, &recorded.id, failed).await;
             } else {
                 self.ack = Some(recorded.id);
             }

@@ -28,8 +28,8 @@ pub struct Recorded {
     pub id: String,
     /// Since when it is this replica's (journaled or taken over here).
     pub since: Instant,
-    /// The message.
-    pub inbound: Inbound,
+    /// The message's id, as its provider gave it.
+    pub message: MessageId,
 }
 
 /// The job's own work, as a turn begins.
@@ -220,7 +220,7 @@ impl TurnRun for Local {
         };
         let Some(journal) = &self.journal else { return };
         if outcome.unfinished() {
-            journal.give_back(&self.key, &recorded.inbound.id, &recorded.id, true).await;
+            journal.give_back(&self.key, &recorded.message, &recorded.id, true).await;
         } else {
             self.ack = Some(recorded.id);
         }

@@ -170,10 +170,11 @@ impl Worker {
                 span.record("outcome", "refused");
                 return;
             }
-            // Kept to queue the message again if its effect cannot be stored.
+            // Its record is acknowledged once the message is handled, or given back to the
+            // journal for the chat's next holder.
             (Journal::Recorded { id, since, first: f }, Work::Message(m)) => {
                 first = f;
-                Own::Journaled(Recorded { id, since, inbound: m.clone() })
+                Own::Journaled(Recorded { id, since, message: m.id.clone() })
             }
             (_, Work::TakeOver { .. }) => Own::Nothing,
             _ => Own::Unjournaled,
