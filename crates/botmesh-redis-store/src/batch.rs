@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use redis::{FromRedisValue, Value};
 use tokio::sync::oneshot;
 
 /// Calls (or batches) on the wire at once.
@@ -154,8 +155,9 @@ async fn drain<S: Batch>(inner: Arc<Inner<S>>) {
 }
 
 /// Splits a batch's reply into its calls' parts (each is its length, then its items), or
-/// hands every call the batch's error.
-pub(crate) fn split(reply: redis::RedisResult<Vec<String>>, calls: usize) -> Vec<Reply> {
+/// hands every call the batch's error. The lengths are read where they lie (scripts return
+/// them as integers), and each item becomes a string without a copy of its bytes.
+pub(crate) fn split(reply: redis::RedisResult<Vec<Value>>, calls: usize) -> Vec<Reply> {
     let flat = match reply {
         Ok(flat) => flat,
         Err(e) => {
@@ -166,8 +168,18 @@ pub(crate) fn split(reply: redis::RedisResult<Vec<String>>, calls: usize) -> Vec
     let mut parts = Vec::with_capacity(calls);
     let mut items = flat.into_iter();
     while let Some(len) = items.next() {
-        let Ok(len) = len.parse::<usize>() else { break };
-        parts.push(Ok(items.by_ref().take(len).collect()));
+        let len = match len {
+            Value::Int(n) => usize::try_from(n).ok(),
+            Value::BulkString(b) => std::str::from_utf8(&b).ok().and_then(|s| s.parse().ok()),
+            _ => None,
+        };
+        let Some(len) = len else { break };
+        let part: redis::RedisResult<Vec<String>> = items
+            .by_ref()
+            .take(len)
+            .map(|v| String::from_redis_value(v).map_err(redis::RedisError::from))
+            .collect();
+        parts.push(part.map_err(Arc::new));
     }
     parts
 }
@@ -176,6 +188,8 @@ pub(crate) fn split(reply: redis::RedisResult<Vec<String>>, calls: usize) -> Vec
 mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
+
+    use redis::Value;
 
     use super::{Batch, Batcher, IN_FLIGHT, Reply, split};
 
@@ -216,9 +230,12 @@ mod tests {
 
     #[test]
     fn a_batch_reply_splits_into_each_call_s_part() {
-        let flat = ["2", "a", "b", "0", "1", "c"].map(str::to_owned).to_vec();
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        // Lengths as a script returns them (integers) or as strings; items of either kind.
+        let flat =
+            vec![Value::Int(2), bulk("a"), Value::Int(7), bulk("0"), Value::Int(1), bulk("c")];
         let parts: Vec<Vec<String>> = split(Ok(flat), 3).into_iter().map(Result::unwrap).collect();
-        assert_eq!(parts, vec![vec!["a".to_owned(), "b".to_owned()], vec![], vec!["c".to_owned()]]);
+        assert_eq!(parts, vec![vec!["a".to_owned(), "7".to_owned()], vec![], vec!["c".to_owned()]]);
     }
 
     #[test]
