@@ -1,5 +1,7 @@
 //! The context a message handler runs with.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -83,22 +85,36 @@ impl Ctx {
     ) -> Self {
         let message = message.into();
         let outbox = shared.durability.is_some().then(|| {
-            let id = crate::durable::journal_id(&message.inbound);
-            let slot = handler.map_or_else(|| "fallback".to_owned(), |h| format!("h{h}"));
-            Arc::new(OutboxKeys {
-                fresh: turn.is_fresh(&id),
-                prefix: format!("{key}|{id}|{slot}"),
-                sent: AtomicU32::new(0),
-            })
+            // `{key}|{journal id}|{slot}`, written once into a string of its final size; the
+            // slot is the handler's index (`h3`), or `fallback`.
+            let inbound = &message.inbound;
+            let id_len = crate::durable::journal_id_len(inbound);
+            let mut prefix = String::with_capacity(key.as_str().len() + id_len + 24);
+            prefix.push_str(key.as_str());
+            prefix.push('|');
+            let id_at = prefix.len();
+            crate::durable::push_journal_id(&mut prefix, inbound);
+            let fresh = turn.is_fresh(&prefix[id_at..]);
+            match handler {
+                // Writing into a string cannot fail.
+                Some(h) => {
+                    let _ = write!(prefix, "|h{h}");
+                }
+                None => prefix.push_str("|fallback"),
+            }
+            Arc::new(OutboxKeys { fresh, prefix, sent: AtomicU32::new(0) })
         });
         Self { shared, turn, key, message, start: Arc::default(), outbox }
     }
 
     /// The outbox key of the next send, with durability.
     fn outbox_key(&self) -> Option<OutboxKey> {
-        self.outbox.as_ref().map(|o| OutboxKey {
-            key: format!("{}|{}", o.prefix, o.sent.fetch_add(1, Ordering::SeqCst)),
-            fresh: o.fresh,
+        self.outbox.as_ref().map(|o| {
+            let mut key = String::with_capacity(o.prefix.len() + 11);
+            key.push_str(&o.prefix);
+            // Writing into a string cannot fail.
+            let _ = write!(key, "|{}", o.sent.fetch_add(1, Ordering::SeqCst));
+            OutboxKey { key, fresh: o.fresh }
         })
     }
 
@@ -152,12 +168,18 @@ impl Ctx {
     /// Sends any content to the chat the message came from, fenced by the chat's turn and
     /// deduplicated like [`Ctx::reply`]. A `&str` or a `String` is sent as a text.
     pub async fn send(&self, content: impl Into<OutboundContent>) -> Result<SendReceipt> {
-        self.send_message(&Outbound::new(self.chat().clone(), content.into())).await
+        let message = Outbound::new(self.chat().clone(), content.into());
+        self.send_outbound(Cow::Owned(message)).await
     }
 
     /// Sends a whole message: to another chat, through another provider, or quoting a message.
     /// Fenced by this chat's turn and deduplicated like [`Ctx::reply`].
     pub async fn send_message(&self, message: &Outbound) -> Result<SendReceipt> {
+        self.send_outbound(Cow::Borrowed(message)).await
+    }
+
+    /// Sends `message`, owned when the context built it.
+    async fn send_outbound(&self, message: Cow<'_, Outbound>) -> Result<SendReceipt> {
         let via = &self.message.inbound.provider;
         self.shared.send_once(&self.turn, message, via, self.outbox_key()).await
     }

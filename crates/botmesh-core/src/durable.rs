@@ -99,7 +99,21 @@ impl Durability {
 
 /// The journal's dedupe id of an inbound message: its provider and its id.
 pub(crate) fn journal_id(inbound: &Inbound) -> String {
-    format!("{}:{}", inbound.provider, inbound.id)
+    let mut id = String::with_capacity(journal_id_len(inbound));
+    push_journal_id(&mut id, inbound);
+    id
+}
+
+/// The length of [`journal_id`]'s answer for `inbound`.
+pub(crate) fn journal_id_len(inbound: &Inbound) -> usize {
+    inbound.provider.len() + 1 + inbound.id.as_str().len()
+}
+
+/// Writes [`journal_id`]'s answer for `inbound` at the end of `out`.
+pub(crate) fn push_journal_id(out: &mut String, inbound: &Inbound) {
+    out.push_str(&inbound.provider);
+    out.push(':');
+    out.push_str(inbound.id.as_str());
 }
 
 /// What journaling said about one message.

@@ -2,6 +2,7 @@
 //! words), its I/O (provider, store, coordination, durability) and its events; and sending
 //! under a chat's turn, once per outbox key.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -122,7 +123,7 @@ impl Shared {
     pub(crate) async fn send_once(
         &self,
         turn: &TurnSlot,
-        message: &Outbound,
+        message: Cow<'_, Outbound>,
         via: &str,
         outbox: Option<OutboxKey>,
     ) -> Result<SendReceipt> {
@@ -135,12 +136,12 @@ impl Shared {
     async fn send_once_checked(
         &self,
         turn: &TurnSlot,
-        message: &Outbound,
+        message: Cow<'_, Outbound>,
         via: &str,
         outbox: Option<OutboxKey>,
     ) -> Result<SendReceipt> {
         let (Some(key), Some(durability)) = (outbox, &self.durability) else {
-            return self.send(message, Some(via)).await;
+            return self.send(&message, Some(via)).await;
         };
         // Boxed: a handler's future holds its sends', and without durability it should not
         // carry room for the outbox's.
@@ -151,7 +152,7 @@ impl Shared {
     async fn send_deduplicated(
         &self,
         turn: &TurnSlot,
-        message: &Outbound,
+        message: Cow<'_, Outbound>,
         via: &str,
         OutboxKey { key, fresh }: OutboxKey,
         ttl: Duration,
@@ -163,8 +164,10 @@ impl Shared {
         // run: it sends straight away. A later run first looks for the mark by claiming it
         // and, finding none, gives the claim back before sending, so a crash before the send
         // loses nothing.
-        let mark = format!("{key}|sent");
-        let chat = || botmesh_traits::ChatKey::new(message.chat.as_str());
+        let mut mark = String::with_capacity(key.len() + 5);
+        mark.push_str(&key);
+        mark.push_str("|sent");
+        let chat = |m: &Outbound| botmesh_traits::ChatKey::new(m.chat.as_str());
         if !fresh {
             if !self.outbox_claim(turn, inbox, &mark, ttl).await? {
                 self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
@@ -172,15 +175,16 @@ impl Shared {
             }
             if let Err(e) = inbox.outbox_release(&mark).await {
                 // Still marked: a crash before the send below would skip it on the next run.
-                self.events.error(Some(&chat()), e.into());
+                self.events.error(Some(&chat(&message)), e.into());
             }
         }
         let _in_flight = self.meters.outbox_backlog.hold();
-        let message = message.clone().with_idempotency_key(key);
+        // A message the handler built here is not copied to carry its key.
+        let message = message.into_owned().with_idempotency_key(key);
         let receipt = self.send(&message, Some(via)).await?;
         if let Err(e) = inbox.outbox_claim(&mark, ttl).await {
             // Unmarked, a rerun of the step sends it again rather than never.
-            self.events.error(Some(&chat()), e.into());
+            self.events.error(Some(&chat(&message)), e.into());
         }
         Ok(receipt)
     }

@@ -9,6 +9,7 @@ pub(crate) use link::{Input, Link, Park};
 pub(crate) use saving::Saving;
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -300,7 +301,8 @@ impl ConvCtx {
     /// Sends any content to the chat, deduplicated like [`ConvCtx::reply`]. A `&str` or a
     /// `String` is sent as a text.
     pub async fn send(&self, content: impl Into<OutboundContent>) -> Result<SendReceipt> {
-        self.send_message(&Outbound::new(self.inner.chat.clone(), content.into())).await
+        let message = Outbound::new(self.inner.chat.clone(), content.into());
+        self.send_outbound(Cow::Owned(message)).await
     }
 
     /// The bytes of the file the latest message carries, fetched through the provider that
@@ -313,6 +315,11 @@ impl ConvCtx {
     /// Sends a whole message: to another chat, or quoting a message. Deduplicated like
     /// [`ConvCtx::reply`].
     pub async fn send_message(&self, message: &Outbound) -> Result<SendReceipt> {
+        self.send_outbound(Cow::Borrowed(message)).await
+    }
+
+    /// Sends `message`, owned when the context built it.
+    async fn send_outbound(&self, message: Cow<'_, Outbound>) -> Result<SendReceipt> {
         let outbox = {
             let mut st = self.st();
             let seq = st.send_seq;
