@@ -12,18 +12,49 @@ use crate::keys::Keys;
 #[derive(Debug)]
 pub(crate) enum Op {
     /// Journals a record, unless one with its id exists.
-    Append {
-        id: String,
-        key: String,
-        payload: String,
-        owner: String,
-        state: &'static str,
-        retain_ms: u64,
-    },
+    Append(Append),
     /// Marks a record handled.
     Ack { id: String },
-    /// Claims outbox entry `key` for `token`, kept `ttl_ms`.
-    Claim { key: String, token: String, ttl_ms: u64 },
+    /// Claims outbox entry `key` for `token` (a UUID's 32 hex digits), kept `ttl_ms`.
+    Claim { key: String, token: [u8; 32], ttl_ms: u64 },
+}
+
+/// A record to journal: its id, chat key, payload and owner, copied once into one string
+/// (a queued call outlives its caller's borrow), with the record's state and retention.
+#[derive(Debug)]
+pub(crate) struct Append {
+    fields: String,
+    /// Where the id, the key and the payload end in `fields`; the owner is the rest.
+    ends: [usize; 3],
+    pub(crate) state: &'static str,
+    pub(crate) retain_ms: u64,
+}
+
+impl Append {
+    /// A record `id` of chat `key` with `payload`, owned by `owner`.
+    pub(crate) fn new(
+        [id, key, payload, owner]: [&str; 4],
+        state: &'static str,
+        retain_ms: u64,
+    ) -> Self {
+        let mut fields = String::with_capacity(id.len() + key.len() + payload.len() + owner.len());
+        let mut ends = [0; 3];
+        for (end, part) in ends.iter_mut().zip([id, key, payload]) {
+            fields.push_str(part);
+            *end = fields.len();
+        }
+        fields.push_str(owner);
+        Self { fields, ends, state, retain_ms }
+    }
+
+    /// The id, the chat key, the payload and the owner.
+    pub(crate) fn fields(&self) -> [&str; 4] {
+        let [id, key, payload] = self.ends;
+        let f = &self.fields;
+        // The ends were taken at the parts' boundaries, which are character boundaries.
+        let part = |from: usize, to: usize| f.get(from..to).unwrap_or_default();
+        [part(0, id), part(id, key), part(key, payload), part(payload, f.len())]
+    }
 }
 
 /// What every batch of one store shares.
@@ -45,45 +76,59 @@ impl Batch for Inbox {
         let bytes = ops
             .iter()
             .map(|op| match op {
-                Op::Append { id, key, payload, owner, .. } => {
-                    2 * id.len() + key.len() + payload.len() + owner.len() + 64
-                }
+                Op::Append(a) => a.fields.len() + a.ends[0] + 64,
                 Op::Ack { id } => 2 * id.len() + 8,
                 Op::Claim { key, token, .. } => key.len() + token.len() + 32,
             })
             .sum::<usize>()
             + ops.len() * base.len();
-        let appends = ops.iter().filter(|op| matches!(op, Op::Append { .. })).count();
+        let appends = ops.iter().filter(|op| matches!(op, Op::Append(_))).count();
         let mut call = ScriptCall::new(&self.script, 2 + ops.len(), 3 + 8 * ops.len(), bytes + 8);
         call.arg(&pending).arg(&seq);
         for op in &ops {
             match op {
-                Op::Append { id, .. } | Op::Ack { id } => call.arg(Keys::record_arg(&base, id)),
+                Op::Append(a) => call.arg(Keys::record_arg(&base, a.fields()[0])),
+                Op::Ack { id } => call.arg(Keys::record_arg(&base, id)),
                 Op::Claim { key, .. } => call.arg(Keys::outbox_arg(&base, key)),
             };
         }
         call.arg(appends);
         for op in &ops {
             match op {
-                Op::Append { id, key, payload, owner, state, retain_ms } => {
+                Op::Append(a) => {
+                    let [id, key, payload, owner] = a.fields();
                     call.arg("a")
                         .arg(id)
                         .arg(key)
                         .arg(payload)
                         .arg(owner)
-                        .arg(*state)
-                        .arg(*retain_ms);
+                        .arg(a.state)
+                        .arg(a.retain_ms);
                 }
                 Op::Ack { id } => {
                     call.arg("k").arg(id);
                 }
                 Op::Claim { token, ttl_ms, .. } => {
-                    call.arg("o").arg(token).arg(*ttl_ms);
+                    call.arg("o").arg(&token[..]).arg(*ttl_ms);
                 }
             }
         }
         let call = &call;
         let reply = idempotent(|| async move { call.invoke(&mut self.conn.clone()).await }).await;
         batch::split(reply, ops.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Append;
+
+    #[test]
+    fn a_record_s_fields_come_back_apart_from_their_one_string() {
+        let fields = ["tg:7", "telegram:ünï", "{\"text\":\"héllo\"}", ""];
+        let append = Append::new(fields, "pending", 60_000);
+        assert_eq!(append.fields(), fields);
+        let empty = Append::new(["", "", "", "owner"], "acked", 1);
+        assert_eq!(empty.fields(), ["", "", "", "owner"]);
     }
 }

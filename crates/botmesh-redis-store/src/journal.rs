@@ -12,7 +12,7 @@ use redis::{AsyncCommands, Script};
 
 use crate::batch::Batcher;
 use crate::conn::{idempotent, ms};
-use crate::inbox::{Inbox, Op};
+use crate::inbox::{Append, Inbox, Op};
 use crate::scripts::{self, with_prelude};
 use crate::store::RedisStore;
 
@@ -37,14 +37,8 @@ impl JournalStore for RedisStore {
             InboxState::Acked => "acked",
             _ => "pending",
         };
-        let op = Op::Append {
-            id: record.id.clone(),
-            key: record.key.as_str().to_owned(),
-            payload: record.payload.clone(),
-            owner: record.owner.clone(),
-            state,
-            retain_ms: ms(retain),
-        };
+        let fields = [&*record.id, record.key.as_str(), &record.payload, &record.owner];
+        let op = Op::Append(Append::new(fields, state, ms(retain)));
         let reply = self.batched(op).await.map_err(|e| Error::store("inbox_append", e))?;
         Ok(match reply.first().map(String::as_str) {
             Some("new") => InboxAppend::Appended,
@@ -128,7 +122,8 @@ impl JournalStore for RedisStore {
     }
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        let token = uuid::Uuid::new_v4().simple().to_string();
+        let mut token = [0; 32];
+        uuid::Uuid::new_v4().simple().encode_lower(&mut token);
         let op = Op::Claim { key: key.to_owned(), token, ttl_ms: ms(ttl) };
         let reply = self.batched(op).await.map_err(|e| Error::store("outbox_claim", e))?;
         Ok(reply.first().is_some_and(|n| n == "1"))
