@@ -165,10 +165,10 @@ pub(crate) async fn journal<'a>(
                 Ok(p) => p,
                 Err(e) => return (id, Err(Error::corrupt("an inbound message", e))),
             };
-            let record = InboxRecord::pending(&id, key.as_str(), payload, &shared.owner);
+            let record = InboxRecord::pending(id, key.as_str(), payload, &shared.owner);
             let appended =
                 async { shared.inbox()?.inbox_append(&record, durability.retain).await }.await;
-            (id, appended)
+            (record.id, appended)
         };
         append.instrument(tracing::debug_span!(target: "botmesh", parent: span, "journal"))
     });
