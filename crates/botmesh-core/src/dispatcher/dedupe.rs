@@ -9,15 +9,24 @@ use tokio::sync::oneshot;
 use super::{Accepted, lock};
 use crate::Result;
 
-/// A message's provider and id.
 /// A message's provider and id, in one string: the provider's length, a colon, the provider,
 /// then the id (unambiguous whatever either holds). Shared by the map, the eviction order and
-/// a waiting sender, so a new message costs one string and one shared copy of it.
+/// a waiting sender, so a new message costs one allocation, the shared string itself.
 type Id = Arc<str>;
 
-/// The [`Id`] of message `id` from `provider`, not yet shared.
-fn id_of(provider: &str, id: &str) -> String {
-    format!("{}:{provider}{id}", provider.len())
+/// Runs `f` on the [`Id`] text of message `id` from `provider`, written on the stack when it is
+/// short (as message ids are), so that looking it up allocates nothing.
+fn with_id_of<R>(provider: &str, id: &str, f: impl FnOnce(&str) -> R) -> R {
+    use std::io::Write as _;
+    const ROOM: usize = 128;
+    let mut buf = [0u8; ROOM];
+    let mut at = &mut buf[..];
+    let fits = write!(at, "{}:{provider}{id}", provider.len()).is_ok();
+    let len = ROOM - at.len();
+    match std::str::from_utf8(&buf[..len]) {
+        Ok(text) if fits => f(text),
+        _ => f(&format!("{}:{provider}{id}", provider.len())),
+    }
 }
 
 /// Where a remembered message stands.
@@ -42,15 +51,18 @@ impl Dedupe {
         Self { seen: HashMap::new(), order: VecDeque::new(), capacity }
     }
 
-    /// Remembers a message arriving as `state`, or says where it stood when it was seen before.
     /// Admits message `id` from `provider` as `state` and returns its [`Id`] (for a waiting
     /// sender), or says how this process already has it.
     pub(super) fn admit(&mut self, provider: &str, id: &str, state: Seen) -> Result<Id, Seen> {
-        let entry = id_of(provider, id);
+        with_id_of(provider, id, |entry| self.admit_id(entry, state))
+    }
+
+    /// [`Dedupe::admit`] of the [`Id`] text `entry`.
+    fn admit_id(&mut self, entry: &str, state: Seen) -> Result<Id, Seen> {
         if self.capacity == 0 {
             return Ok(entry.into());
         }
-        if let Some(seen) = self.seen.get(entry.as_str()) {
+        if let Some(seen) = self.seen.get(entry) {
             return Err(*seen);
         }
         if self.order.len() >= self.capacity
@@ -124,7 +136,7 @@ mod tests {
         let dedupe = Arc::new(Mutex::new(Dedupe::new(10)));
         let waiter = |id: &str| {
             let (tx, _rx) = oneshot::channel();
-            Waiter::new(tx, Arc::clone(&dedupe), id_of("p", id).into())
+            Waiter::new(tx, Arc::clone(&dedupe), with_id_of("p", id, |text: &str| Id::from(text)))
         };
         assert!(lock(&dedupe).admit("p", "a", Seen::Pending).is_ok());
         assert_eq!(lock(&dedupe).admit("p", "a", Seen::Pending), Err(Seen::Pending));
@@ -145,5 +157,15 @@ mod tests {
         assert!(dedupe.admit("ab", "c", Seen::Taken).is_ok());
         assert!(dedupe.admit("a", "bc", Seen::Taken).is_ok(), "another provider's message");
         assert_eq!(dedupe.admit("ab", "c", Seen::Taken), Err(Seen::Taken));
+    }
+
+    #[test]
+    fn an_id_too_long_for_the_stack_is_remembered_the_same() {
+        let long = "x".repeat(300);
+        let mut dedupe = Dedupe::new(10);
+        let id = dedupe.admit("telegram", &long, Seen::Taken).expect("new");
+        assert_eq!(&*id, format!("8:telegram{long}"));
+        assert_eq!(dedupe.admit("telegram", &long, Seen::Taken), Err(Seen::Taken));
+        assert!(dedupe.admit("telegram", &long[1..], Seen::Taken).is_ok(), "another id");
     }
 }
