@@ -46,6 +46,36 @@ fn pings(port: u16) -> bool {
     matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
 }
 
+/// Whether the server answering on `port` is process `pid` (its `INFO server` says so). A
+/// server that wants a password cannot be asked; it counts as ours while our process runs.
+fn serves_as(port: u16, pid: u32) -> bool {
+    let Ok(mut s) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+    else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"INFO server\r\n").is_err() {
+        return false;
+    }
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 1024];
+    while let Ok(n @ 1..) = s.read(&mut buf) {
+        reply.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&reply);
+        if text.starts_with("-NOAUTH") {
+            return true;
+        }
+        if let Some(line) = text.lines().find(|l| l.starts_with("process_id:")) {
+            // The line is whole once the next one started.
+            if text.contains(&format!("{line}\r\n")) {
+                return line.trim_start_matches("process_id:") == pid.to_string();
+            }
+        }
+    }
+    false
+}
+
 fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) -> io::Result<()> {
     let deadline = Instant::now() + timeout;
     while !ready() {
@@ -66,7 +96,17 @@ impl RedisServer {
 
     /// Starts a server with extra arguments (`["--requirepass", "s3cret"]`).
     pub fn start_with(args: &[&str]) -> io::Result<Self> {
-        let port = free_port()?;
+        // A port taken by another server in the meantime is given up for another one.
+        let mut tries = 0;
+        loop {
+            match Self::start_on(free_port()?, args) {
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && tries < 5 => tries += 1,
+                started => return started,
+            }
+        }
+    }
+
+    fn start_on(port: u16, args: &[&str]) -> io::Result<Self> {
         let dir = std::env::temp_dir()
             .join(format!("botmesh-redis-{port}-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir)?;
@@ -189,9 +229,24 @@ impl RedisServer {
                     format!("starting redis-server (apt-get install redis-server): {e}"),
                 )
             })?;
-        self.child = Some(child);
+        let pid = child.id();
+        let child = self.child.insert(child);
         let port = self.port;
-        wait_until("redis-server", Duration::from_secs(10), || pings(port))
+        // Ready once the server on the port is this one: another test's server may have taken
+        // the port between `free_port` and our bind, and would answer the same PING.
+        let mut exited = false;
+        wait_until("redis-server", Duration::from_secs(10), || {
+            exited = !matches!(child.try_wait(), Ok(None));
+            exited || (pings(port) && serves_as(port, pid))
+        })?;
+        if exited {
+            self.child = None;
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("redis-server exited at start: port {port} taken"),
+            ));
+        }
+        Ok(())
     }
 
     /// The port.
