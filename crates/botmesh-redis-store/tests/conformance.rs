@@ -109,13 +109,25 @@ async fn the_batched_calls_load_the_scripts_a_restarted_server_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_chat_s_first_ticket_writes_its_state_once_and_a_batch_reads_the_clock_once() {
-    let (_server, mut admin, store) = private_store("new").await;
-    let coordinator = store.coordinator(Duration::from_secs(5));
+    let (server, mut admin, store) = private_store("new").await;
+    let coordinator = Arc::new(store.coordinator(Duration::from_secs(5)));
     reset_stats(&mut admin).await;
     let keys: Vec<botmesh_traits::ChatKey> =
         (0..20).map(|i| botmesh_traits::ChatKey::from(format!("chat{i}"))).collect();
-    let tickets =
-        futures_util::future::join_all(keys.iter().map(|k| coordinator.take_ticket(k))).await;
+    // Made while Redis is frozen, so that no call can come back before all are made, however
+    // the machine schedules them: the first go alone, the rest wait for a batch. Half a second
+    // is ample for 20 calls to be made.
+    server.pause().unwrap();
+    let taking = tokio::spawn({
+        let coordinator = Arc::clone(&coordinator);
+        async move {
+            let takes = keys.iter().map(|k| coordinator.take_ticket(k));
+            futures_util::future::join_all(takes).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.resume().unwrap();
+    let tickets = taking.await.unwrap();
     for ticket in tickets {
         assert!(ticket.unwrap().grant.is_some(), "a new chat's first ticket takes its turn");
     }
