@@ -31,17 +31,18 @@ fn free_port() -> io::Result<u16> {
     Err(io::Error::other("no free port pair found"))
 }
 
+/// A raw connection to the server on `port`, with `command` (an inline command) sent on it.
+fn ask(port: u16, command: &[u8]) -> Option<TcpStream> {
+    let addr = ([127, 0, 0, 1], port).into();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    s.write_all(command).ok()?;
+    Some(s)
+}
+
 /// Answers `PING` over a raw connection; `Ok(true)` once the server replies `+PONG`.
 fn pings(port: u16) -> bool {
-    let Ok(mut s) =
-        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
-    else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
+    let Some(mut s) = ask(port, b"PING\r\n") else { return false };
     let mut buf = [0u8; 64];
     matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
 }
@@ -49,15 +50,7 @@ fn pings(port: u16) -> bool {
 /// Whether the server answering on `port` is process `pid` (its `INFO server` says so). A
 /// server that wants a password cannot be asked; it counts as ours while our process runs.
 fn serves_as(port: u16, pid: u32) -> bool {
-    let Ok(mut s) =
-        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
-    else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"INFO server\r\n").is_err() {
-        return false;
-    }
+    let Some(mut s) = ask(port, b"INFO server\r\n") else { return false };
     let mut reply = Vec::new();
     let mut buf = [0u8; 1024];
     while let Ok(n @ 1..) = s.read(&mut buf) {
