@@ -1,10 +1,9 @@
 -- A batch of journal appends, acknowledgements and outbox claims, run in order.
 -- KEYS: the pending index, the sequence, then the record (or outbox entry) of each call.
 -- ARGV: the number of appends, then per call: 'a', id, chat key, payload, owner, state, retain
--- ms (append: 'new', or the
--- existing record's state); 'k', id (acknowledge: 1, or 0 when the record is gone); or 'o',
--- token, ttl ms (claim: 1 when the entry is this token's, set now or by the same claim sent
--- before; 0 when another claim holds it).
+-- ms (append: 'new', or the existing record's state); 'k', id (acknowledge: 1, or 0 when the
+-- record is gone); or 'o', token, ttl ms (claim: 1 when the entry is this token's, set now or
+-- by the same claim sent before; 0 when another claim holds it).
 -- Returns, per call, its reply's length (1), then the reply.
 local pending, seqkey = KEYS[1], KEYS[2]
 local out, a, k = {}, 2, 3

@@ -17,16 +17,20 @@ type Id = Arc<str>;
 /// Runs `f` on the [`Id`] text of message `id` from `provider`, written on the stack when it is
 /// short (as message ids are), so that looking it up allocates nothing.
 fn with_id_of<R>(provider: &str, id: &str, f: impl FnOnce(&str) -> R) -> R {
-    use std::io::Write as _;
+    use std::io::Write;
+    let write = |out: &mut dyn Write| write!(out, "{}:{provider}{id}", provider.len());
     const ROOM: usize = 128;
     let mut buf = [0u8; ROOM];
     let mut at = &mut buf[..];
-    let fits = write!(at, "{}:{provider}{id}", provider.len()).is_ok();
+    let fits = write(&mut at).is_ok();
     let len = ROOM - at.len();
-    match std::str::from_utf8(&buf[..len]) {
-        Ok(text) if fits => f(text),
-        _ => f(&format!("{}:{provider}{id}", provider.len())),
+    if fits && let Ok(text) = std::str::from_utf8(&buf[..len]) {
+        return f(text);
     }
+    let mut long = Vec::new();
+    // Writing into a vector cannot fail, and both parts are strings.
+    let _ = write(&mut long);
+    f(&String::from_utf8_lossy(&long))
 }
 
 /// Where a remembered message stands.
