@@ -24,6 +24,10 @@
 //! - `redis_cmds_per_msg`: every command Redis executed during the `replicas3_msgs_per_s` load
 //!   (the commands scripts run inside Redis included, heartbeats too), per message, from
 //!   `INFO commandstats`.
+//! - `redis_cpu_us_per_msg`, `durable_redis_cpu_us_per_msg`: the CPU time Redis spent (user
+//!   and system, `INFO cpu`) during the `replicas3_msgs_per_s` and `durable_msgs_per_s` loads,
+//!   per message; `durable_redis_cmds_per_msg` is `redis_cmds_per_msg` for the durable load.
+//!   On two cores, what Redis spends per message is taken from what the replicas can.
 //! - `allocs_per_msg`, `durable_allocs_per_msg`: allocations per message for one coordinated
 //!   echo replica, without and with durability (see [`allocs_per_msg`]).
 //! - `polls_while_waiting`, `heartbeat_cmds_while_waiting`, and the `w3_` figures: see
@@ -87,6 +91,41 @@ async fn commands_executed(url: &str) -> Res<u64> {
     let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
     let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
     Ok(calls(&stats, |l| !l.starts_with("info:") && !l.starts_with("config|")))
+}
+
+/// The CPU time Redis has used since it started, user and system, in seconds (`INFO cpu`).
+async fn redis_cpu_s(url: &str) -> Res<f64> {
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .ok_or_else(|| format!("INFO cpu has no {name}"))
+    };
+    Ok(field("used_cpu_user")? + field("used_cpu_sys")?)
+}
+
+/// What one load run over `replicas` measured: its rate, and per message, every command
+/// Redis executed (scripts' inner commands included, heartbeats too) and the CPU time Redis
+/// spent.
+struct Load {
+    msgs_per_s: f64,
+    cmds_per_msg: f64,
+    redis_cpu_us_per_msg: f64,
+}
+
+/// Runs the 1,000 chats × 100 messages load over `replicas` (see [`spread`]), with Redis's
+/// command counts reset first.
+async fn load_run(url: &str, replicas: &[(Bot, TestProvider)]) -> Res<Load> {
+    reset_stats(url).await?;
+    let cpu = redis_cpu_s(url).await?;
+    let msgs_per_s = spread(replicas).await?;
+    let messages = (CHATS * PER_CHAT) as f64;
+    let redis_cpu_us_per_msg = (redis_cpu_s(url).await? - cpu) * 1e6 / messages;
+    let cmds_per_msg = commands_executed(url).await? as f64 / messages;
+    show_stats(url).await?;
+    Ok(Load { msgs_per_s, cmds_per_msg, redis_cpu_us_per_msg })
 }
 
 /// The calls `INFO commandstats` counts for the commands `counted` keeps (given each line
@@ -321,10 +360,7 @@ pub(crate) async fn run() -> Res<Figures> {
     for id in ["a", "b", "c"] {
         three.push(coordinated(&url, "load", id, Arc::clone(&store), echo(Bot::builder())).await?);
     }
-    reset_stats(&url).await?;
-    let replicas3 = spread(&three).await?;
-    let cmds_per_msg = commands_executed(&url).await? as f64 / (CHATS * PER_CHAT) as f64;
-    show_stats(&url).await?;
+    let replicas3 = load_run(&url, &three).await?;
 
     flush(&url).await?;
     let mut three = Vec::new();
@@ -332,7 +368,7 @@ pub(crate) async fn run() -> Res<Figures> {
         let builder = echo(Bot::builder()).durability(Durability::new());
         three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
     }
-    let durable = spread(&three).await.map_err(|e| format!("the durable run: {e}"))?;
+    let durable = load_run(&url, &three).await.map_err(|e| format!("the durable run: {e}"))?;
     let extra_writes =
         store_round_trips(&url, true).await? - store_round_trips(&url, false).await?;
 
@@ -373,7 +409,7 @@ pub(crate) async fn run() -> Res<Figures> {
     let (metrics_off, metrics_on) = (metered::median(off), metered::median(on));
     let mut figures = vec![
         ("coord_roundtrips_per_msg", per_msg, "commands/msg"),
-        ("redis_cmds_per_msg", cmds_per_msg, "commands/msg"),
+        ("redis_cmds_per_msg", replicas3.cmds_per_msg, "commands/msg"),
         ("polls_while_waiting", watched.polls as f64, "commands"),
         ("heartbeat_cmds_while_waiting", watched.heartbeats as f64, "commands"),
         ("allocs_per_msg", allocations, "allocations/msg"),
@@ -382,16 +418,19 @@ pub(crate) async fn run() -> Res<Figures> {
         ("handoff_p99_us", percentile(&gaps, 0.99), "us"),
         ("naive_handoff_p50_us", percentile(&naive_gaps, 0.50), "us"),
         ("naive_handoff_p99_us", percentile(&naive_gaps, 0.99), "us"),
-        ("replicas3_msgs_per_s", replicas3, "msg/s"),
+        ("replicas3_msgs_per_s", replicas3.msgs_per_s, "msg/s"),
+        ("redis_cpu_us_per_msg", replicas3.redis_cpu_us_per_msg, "us/msg"),
         ("replicas3_metrics_off_msgs_per_s", metrics_off, "msg/s"),
         ("replicas3_metrics_msgs_per_s", metrics_on, "msg/s"),
         ("redis_metrics_cost_pct", (1.0 - metrics_on / metrics_off) * 100.0, "%"),
         ("uncoordinated_msgs_per_s", uncoordinated, "msg/s"),
         ("naive_lock_msgs_per_s", naive, "msg/s"),
-        ("replicas3_vs_naive_ratio", replicas3 / naive, "x"),
+        ("replicas3_vs_naive_ratio", replicas3.msgs_per_s / naive, "x"),
         ("durable_extra_writes_per_msg", extra_writes, "commands/msg"),
-        ("durable_msgs_per_s", durable, "msg/s"),
-        ("durable_vs_replicas3_ratio", durable / replicas3, "x"),
+        ("durable_msgs_per_s", durable.msgs_per_s, "msg/s"),
+        ("durable_vs_replicas3_ratio", durable.msgs_per_s / replicas3.msgs_per_s, "x"),
+        ("durable_redis_cmds_per_msg", durable.cmds_per_msg, "commands/msg"),
+        ("durable_redis_cpu_us_per_msg", durable.redis_cpu_us_per_msg, "us/msg"),
     ];
     figures.extend(waits::w3_figures(&w3));
     figures.extend(waits::w3_hub_figures(&w3_hub));
@@ -411,14 +450,22 @@ pub(crate) async fn show_stats(url: &str) -> Res<()> {
     Ok(())
 }
 
-/// The `load` suite: `replicas3_msgs_per_s`, `durable_msgs_per_s` and the allocations per
-/// message with and without durability, to profile or to compare quickly.
+/// The `load` suite: `replicas3_msgs_per_s` and `durable_msgs_per_s` with what Redis executed
+/// and spent per message in each, and the allocations per message with and without
+/// durability, to profile or to compare quickly.
 pub(crate) async fn load() -> Res<Figures> {
     let server = RedisServer::start()?;
     let url = server.url();
     let store: Arc<dyn Store> = Arc::new(RedisStore::new(&url, "load").await?);
     let mut figures = Vec::new();
-    for (name, durable) in [("replicas3_msgs_per_s", false), ("durable_msgs_per_s", true)] {
+    let runs = [
+        (false, ["replicas3_msgs_per_s", "redis_cmds_per_msg", "redis_cpu_us_per_msg"]),
+        (
+            true,
+            ["durable_msgs_per_s", "durable_redis_cmds_per_msg", "durable_redis_cpu_us_per_msg"],
+        ),
+    ];
+    for (durable, [rate, cmds, cpu]) in runs {
         flush(&url).await?;
         let mut three = Vec::new();
         for id in ["a", "b", "c"] {
@@ -426,9 +473,10 @@ pub(crate) async fn load() -> Res<Figures> {
             let builder = if durable { builder.durability(Durability::new()) } else { builder };
             three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
         }
-        reset_stats(&url).await?;
-        figures.push((name, spread(&three).await?, "msg/s"));
-        show_stats(&url).await?;
+        let load = load_run(&url, &three).await?;
+        figures.push((rate, load.msgs_per_s, "msg/s"));
+        figures.push((cmds, load.cmds_per_msg, "commands/msg"));
+        figures.push((cpu, load.redis_cpu_us_per_msg, "us/msg"));
     }
     for (name, durable) in [("allocs_per_msg", false), ("durable_allocs_per_msg", true)] {
         flush(&url).await?;
