@@ -40,14 +40,7 @@ fn ask(port: u16, command: &[u8]) -> Option<TcpStream> {
     Some(s)
 }
 
-/// Answers `PING` over a raw connection; `Ok(true)` once the server replies `+PONG`.
-fn pings(port: u16) -> bool {
-    let Some(mut s) = ask(port, b"PING\r\n") else { return false };
-    let mut buf = [0u8; 64];
-    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
-}
-
-/// Whether the server answering on `port` is process `pid` (its `INFO server` says so). A
+/// Whether a server answers on `port` and is process `pid` (its `INFO server` says so). A
 /// server that wants a password cannot be asked; it counts as ours while our process runs.
 fn serves_as(port: u16, pid: u32) -> bool {
     let Some(mut s) = ask(port, b"INFO server\r\n") else { return false };
@@ -226,11 +219,11 @@ impl RedisServer {
         let child = self.child.insert(child);
         let port = self.port;
         // Ready once the server on the port is this one: another test's server may have taken
-        // the port between `free_port` and our bind, and would answer the same PING.
+        // the port between `free_port` and our bind, and would answer as well.
         let mut exited = false;
         wait_until("redis-server", Duration::from_secs(10), || {
             exited = !matches!(child.try_wait(), Ok(None));
-            exited || (pings(port) && serves_as(port, pid))
+            exited || serves_as(port, pid)
         })?;
         if exited {
             self.child = None;
