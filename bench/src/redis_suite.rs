@@ -17,10 +17,10 @@
 //! - `durable_extra_writes_per_msg`: the Redis commands per message that durability adds, with
 //!   `RedisStore` as the store: round trips counted from `INFO commandstats` (script calls and
 //!   plain commands, not the commands scripts run inside Redis), the durable run minus the same
-//!   run without durability. Expected: the journal append, its acknowledgement and the outbox
-//!   claim of the reply.
-//! - `durable_msgs_per_s`: the `replicas3_msgs_per_s` load with durability on;
-//!   `durable_vs_replicas3_ratio` the one over the other.
+//!   run without durability, each one replica made by its store (see [`replica`]).
+//! - `durable_msgs_per_s`: the `replicas3_msgs_per_s` load with durability on, each replica
+//!   with a `RedisStore` of its own and the coordinator that store makes, as deployed (see
+//!   [`replica`]); `durable_vs_replicas3_ratio` the one over the other.
 //! - `redis_cmds_per_msg`: every command Redis executed during the `replicas3_msgs_per_s` load
 //!   (the commands scripts run inside Redis included, heartbeats too), per message, from
 //!   `INFO commandstats`.
@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::traits::Store;
+use botmesh_core::traits::{DEFAULT_LEASE, Store};
 use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore};
 use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
@@ -66,6 +66,27 @@ pub(crate) async fn coordinated(
     let bot = builder
         .provider(provider.clone())
         .store(store)
+        .coordination(CoordinationConfig::new(coordinator).build())
+        .build()?;
+    bot.start().await?;
+    Ok((bot, provider))
+}
+
+/// A replica the way a deployment runs one: a `RedisStore` of its own (one connection), and
+/// the coordinator it makes, which shares the connection (and, where it can, writes the
+/// store's journal with its tickets and releases).
+pub(crate) async fn replica(
+    url: &str,
+    prefix: &str,
+    id: &str,
+    builder: BotBuilder,
+) -> Res<(Bot, TestProvider)> {
+    let store = RedisStore::new(url, prefix).await?;
+    let coordinator = store.coordinator(DEFAULT_LEASE).with_replica_id(id);
+    let provider = TestProvider::new();
+    let bot = builder
+        .provider(provider.clone())
+        .store(Arc::new(store))
         .coordination(CoordinationConfig::new(coordinator).build())
         .build()?;
     bot.start().await?;
@@ -146,13 +167,11 @@ fn calls(stats: &str, counted: impl Fn(&str) -> bool) -> u64 {
 async fn allocs_per_msg(url: &str, durable: bool) -> Res<f64> {
     const CHATS: usize = 200;
     const PER_CHAT: usize = 100;
-    let (store, builder): (Arc<dyn Store>, _) = if durable {
-        let store = Arc::new(RedisStore::new(url, "al").await?);
-        (store, echo(Bot::builder()).durability(Durability::new()))
+    let (bot, provider) = if durable {
+        replica(url, "al", "a", echo(Bot::builder()).durability(Durability::new())).await?
     } else {
-        (Arc::new(MemoryStore::new()), echo(Bot::builder()))
+        coordinated(url, "al", "a", Arc::new(MemoryStore::new()), echo(Bot::builder())).await?
     };
-    let (bot, provider) = coordinated(url, "al", "a", store, builder).await?;
     let chats: Vec<String> = (0..CHATS).map(|c| format!("chat-{c}")).collect();
     for chat in &chats {
         provider.say(chat, "warm");
@@ -183,12 +202,10 @@ const PLAIN_CALLS: &[&str] = &["set:", "get:", "del:", "exists:", "hmget:"];
 /// are `SET`s on their own connection, a handful per run).
 async fn round_trips_per_msg(
     url: &str,
-    store: Arc<dyn Store>,
-    builder: BotBuilder,
+    (bot, provider): (Bot, TestProvider),
     commands: &[&str],
 ) -> Res<f64> {
     const MESSAGES: usize = 2_000;
-    let (bot, provider) = coordinated(url, "rt", "a", store, builder).await?;
     // Warm up: load the scripts once.
     provider.say("warm", "x");
     provider.settled(&bot).await;
@@ -211,17 +228,18 @@ async fn round_trips_per_msg(
 /// every script call is coordination.
 async fn roundtrips(url: &str) -> Res<f64> {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    round_trips_per_msg(url, store, echo(Bot::builder()), SCRIPT_CALLS).await
+    let replica = coordinated(url, "rt", "a", store, echo(Bot::builder())).await?;
+    round_trips_per_msg(url, replica, SCRIPT_CALLS).await
 }
 
-/// Redis round trips per message for one coordinated echo bot on a `RedisStore`, with or
-/// without durability.
+/// Redis round trips per message for one coordinated echo bot on a `RedisStore` (see
+/// [`replica`]), with or without durability.
 async fn store_round_trips(url: &str, durable: bool) -> Res<f64> {
     flush(url).await?;
-    let store: Arc<dyn Store> = Arc::new(RedisStore::new(url, "w").await?);
     let builder = echo(Bot::builder());
     let builder = if durable { builder.durability(Durability::new()) } else { builder };
-    round_trips_per_msg(url, store, builder, &[SCRIPT_CALLS, PLAIN_CALLS].concat()).await
+    let replica = replica(url, "w", "a", builder).await?;
+    round_trips_per_msg(url, replica, &[SCRIPT_CALLS, PLAIN_CALLS].concat()).await
 }
 
 /// The lock a naive bot takes around each message: `SET NX PX`, polled every 5 ms.
@@ -366,7 +384,7 @@ pub(crate) async fn run() -> Res<Figures> {
     let mut three = Vec::new();
     for id in ["a", "b", "c"] {
         let builder = echo(Bot::builder()).durability(Durability::new());
-        three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
+        three.push(replica(&url, "load", id, builder).await?);
     }
     let durable = load_run(&url, &three).await.map_err(|e| format!("the durable run: {e}"))?;
     let extra_writes =
@@ -469,9 +487,13 @@ pub(crate) async fn load() -> Res<Figures> {
         flush(&url).await?;
         let mut three = Vec::new();
         for id in ["a", "b", "c"] {
-            let builder = echo(Bot::builder());
-            let builder = if durable { builder.durability(Durability::new()) } else { builder };
-            three.push(coordinated(&url, "load", id, Arc::clone(&store), builder).await?);
+            let replica = if durable {
+                replica(&url, "load", id, echo(Bot::builder()).durability(Durability::new()))
+                    .await?
+            } else {
+                coordinated(&url, "load", id, Arc::clone(&store), echo(Bot::builder())).await?
+            };
+            three.push(replica);
         }
         let load = load_run(&url, &three).await?;
         figures.push((rate, load.msgs_per_s, "msg/s"));
