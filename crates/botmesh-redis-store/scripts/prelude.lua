@@ -221,3 +221,38 @@ local function release(st, q, inc, seq, through, used, keep, wake, key, prefix, 
   if g then return {1, g[1], g[2], g[3], g[4]} end
   return {1}
 end
+-- The inbox journal: a record is a hash (`k` chat key, `p` payload, `o` owner, `s` state, `n`
+-- how long it is kept once acknowledged, ms), indexed while pending in a sorted set scored by
+-- its place in the journal. A script call reserves the places of its appends in one step, when
+-- the first one is written (`reserve`: how many it may write); a duplicate leaves its place
+-- unused.
+local jseq, jleft = 0, 0
+-- Journals record `rec` (id `id`) unless it exists. Returns 'new', or the existing state.
+local function journal_append(rec, pending, seqkey, reserve, id, key, payload, owner, state, retain)
+  local existing = redis.call('HGET', rec, 's')
+  if existing then return existing end
+  if jleft == 0 then
+    jseq = redis.call('INCRBY', seqkey, reserve) - reserve + 1
+    jleft = reserve
+  else
+    jseq = jseq + 1
+  end
+  jleft = jleft - 1
+  redis.call('HSET', rec, 'k', key, 'p', payload, 'o', owner, 's', state, 'n', retain)
+  if state == 'pending' then
+    redis.call('ZADD', pending, jseq, id)
+  else
+    redis.call('PEXPIRE', rec, retain)
+  end
+  return 'new'
+end
+-- Acknowledges record `rec` (id `id`): out of the index, kept for dedupe as long as it says.
+-- Returns 1, or 0 when it is gone.
+local function journal_ack(rec, pending, id)
+  local retain = redis.call('HGET', rec, 'n')
+  if not retain then return 0 end
+  redis.call('HSET', rec, 's', 'acked')
+  redis.call('ZREM', pending, id)
+  redis.call('PEXPIRE', rec, retain)
+  return 1
+end

@@ -10,6 +10,7 @@ use botmesh_traits::{
 };
 use redis::{AsyncCommands, Script};
 
+use crate::KeyLayout;
 use crate::batch::Batcher;
 use crate::conn::{idempotent, ms};
 use crate::inbox::{Append, Inbox, Op};
@@ -32,6 +33,13 @@ impl RedisStore {
 
 #[async_trait]
 impl JournalStore for RedisStore {
+    /// This store's, in the standalone layout: its coordinators write it with their tickets
+    /// and releases (see [`RedisStore::coordinator`]). In the cluster layout the journal lives
+    /// under a hash tag of its own, which a chat's coordination script cannot reach.
+    fn place(&self) -> Option<&str> {
+        (self.keys.layout() == KeyLayout::Standalone).then_some(&*self.place)
+    }
+
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         let state = match record.state {
             InboxState::Acked => "acked",

@@ -85,6 +85,9 @@ pub struct RedisStore {
     pub(crate) scripts: Arc<StoreScripts>,
     /// Journal appends, acknowledgements and outbox claims, in batches; made by the first.
     pub(crate) journal: Arc<std::sync::OnceLock<Batcher<Inbox>>>,
+    /// Names this store's journal for its coordinators (see `JournalStore::place`): a nonce,
+    /// shared by its clones.
+    pub(crate) place: Arc<str>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -125,6 +128,7 @@ impl RedisStore {
             options,
             scripts: Arc::new(StoreScripts::new()),
             journal: Arc::default(),
+            place: uuid::Uuid::new_v4().simple().to_string().into(),
         })
     }
 
@@ -144,19 +148,27 @@ impl RedisStore {
             options,
             scripts: Arc::new(StoreScripts::new()),
             journal: Arc::default(),
+            place: uuid::Uuid::new_v4().simple().to_string().into(),
         })
     }
 
     /// A coordinator sharing this store's connection, prefix and layout, with a random replica
     /// id (see [`RedisCoordinator::with_replica_id`]) and heartbeat lease `lease`: the one
     /// setting of the lease, which the coordination runtime renews every third of.
+    ///
+    /// In the standalone layout it also writes this store's journal
+    /// ([`TurnJournal`](botmesh_traits::TurnJournal)): a bot with durability journals each
+    /// message in the call that takes its ticket, and acknowledges it in the call that gives
+    /// its turn back, one script call each instead of two.
     pub fn coordinator(&self, lease: Duration) -> RedisCoordinator {
+        let journal = (self.keys.layout() == KeyLayout::Standalone).then(|| self.clone());
         RedisCoordinator::from_parts(
             self.conn.clone(),
             self.client.clone(),
             self.keys.clone(),
             &self.options,
             lease,
+            journal,
         )
     }
 

@@ -2,11 +2,15 @@
 //! a round trip, other replicas see it held all along, and the run ends in Redis.
 #![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
 
+mod common;
+
 use std::time::Duration;
 
 use botmesh_redis_store::{RedisCoordinator, RedisOptions};
 use botmesh_testing::RedisServer;
 use botmesh_traits::{ChatKey, Coordinator, Ticket};
+
+use common::{reset_stats, script_calls};
 
 const LEASE: Duration = Duration::from_secs(5);
 
@@ -26,22 +30,12 @@ async fn replica(url: &str, id: &str) -> RedisCoordinator {
     coordinator
 }
 
-/// The script calls the server executed since its statistics were last reset.
-async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| l.split_once(":calls=").and_then(|(_, rest)| rest.split(',').next()))
-        .map(|n| n.parse::<u64>().unwrap())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_turn_passes_along_a_run_of_one_replica_s_tickets_without_a_round_trip() {
     let Setup { _server, mut admin, a, b, run, theirs } = a_run_of(3).await;
     assert!(theirs.grant.is_none(), "b queues behind a's three tickets");
 
-    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(&mut admin).await.unwrap();
+    reset_stats(&mut admin).await;
     let mut grant = run[0].grant.clone().unwrap();
     for ticket in &run[1..] {
         assert!(a.release_turn(&grant).await.unwrap());

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use botmesh_traits::{
-    ChatKey, ClusterView, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket,
-    TurnGrant, async_trait,
+    ChatKey, ClusterView, Coordinator, Error, InboxRecord, JournaledTicket, Leadership,
+    ReleaseOptions, Result, Ticket, TurnGrant, TurnJournal, async_trait,
 };
 
 /// Wraps any [`Coordinator`] so a test can make its replica crash or stall, on any backend.
@@ -24,6 +24,10 @@ use botmesh_traits::{
 ///   late, as from a slow backend.
 /// - [`delay_tickets`](Self::delay_tickets): tickets arrive late, as to a process that froze
 ///   while it took them.
+///
+/// A backend that writes the store's journal with its tickets and releases
+/// ([`TurnJournal`]) keeps doing so through the wrapper, under the same faults: a journaling
+/// take is a ticket, an acknowledging release a release.
 #[derive(Debug)]
 pub struct FaultyCoordinator<C: ?Sized = dyn Coordinator> {
     crashed: AtomicBool,
@@ -133,6 +137,10 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
         self.inner.subscribed()
     }
 
+    fn turn_journal(&self) -> Option<&dyn TurnJournal> {
+        self.inner.turn_journal().map(|_| self as &dyn TurnJournal)
+    }
+
     async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
         self.alive()?;
         let ticket = self.inner.take_ticket(key).await?;
@@ -212,5 +220,46 @@ impl<C: Coordinator + ?Sized> Coordinator for FaultyCoordinator<C> {
     async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
         self.alive()?;
         self.inner.cluster(leaderships).await
+    }
+}
+
+#[async_trait]
+impl<C: Coordinator + ?Sized> TurnJournal for FaultyCoordinator<C> {
+    fn place(&self) -> &str {
+        self.inner.turn_journal().map_or("", TurnJournal::place)
+    }
+
+    async fn take_tickets_journaling(
+        &self,
+        key: &ChatKey,
+        records: &[InboxRecord],
+        retain: Duration,
+    ) -> Result<Vec<JournaledTicket>> {
+        self.alive()?;
+        let journal = self
+            .inner
+            .turn_journal()
+            .ok_or(Error::Unsupported { op: "take_tickets_journaling" })?;
+        let answers = journal.take_tickets_journaling(key, records, retain).await?;
+        let delay = *self.ticket_delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        self.alive()?;
+        Ok(answers)
+    }
+
+    async fn release_turn_acknowledging(
+        &self,
+        grant: &TurnGrant,
+        options: &ReleaseOptions,
+        id: &str,
+    ) -> Result<Option<bool>> {
+        self.release_fault()?;
+        let journal = self
+            .inner
+            .turn_journal()
+            .ok_or(Error::Unsupported { op: "release_turn_acknowledging" })?;
+        journal.release_turn_acknowledging(grant, options, id).await
     }
 }

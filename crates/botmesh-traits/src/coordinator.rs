@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{ChatKey, ClusterView, Result};
+use crate::{ChatKey, ClusterView, Result, TurnJournal};
 
 /// A place in a chat's queue, taken when a message is persisted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +165,13 @@ pub trait Coordinator: Send + Sync + 'static {
         true
     }
 
+    /// The journal this coordinator writes with its tickets and releases, when it keeps them
+    /// on the same backend as a store's inbox journal (see [`TurnJournal`]). The default, for
+    /// a coordinator that cannot, is `None`.
+    fn turn_journal(&self) -> Option<&dyn TurnJournal> {
+        None
+    }
+
     /// Takes a ticket in `key`'s queue, with the turn when it is free.
     async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket>;
 
@@ -261,6 +268,10 @@ impl<C: Coordinator + ?Sized> Coordinator for std::sync::Arc<C> {
 
     fn subscribed(&self) -> bool {
         (**self).subscribed()
+    }
+
+    fn turn_journal(&self) -> Option<&dyn TurnJournal> {
+        (**self).turn_journal()
     }
 
     async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {

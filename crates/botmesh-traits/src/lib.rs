@@ -62,6 +62,7 @@ mod message;
 mod provider;
 mod redact;
 mod store;
+mod turn_journal;
 #[cfg(feature = "webhook")]
 pub mod webhook;
 
@@ -82,3 +83,4 @@ pub use store::{
     CasOutcome, CasStore, ChatRecord, CheckpointRecord, CheckpointWrite, FencedLock, InboxAppend,
     InboxRecord, InboxState, JournalStore, LeaseGrant, LeaseStore, LockStore, Store, TaskStore,
 };
+pub use turn_journal::{JournaledTicket, TurnJournal};

@@ -453,6 +453,13 @@ pub trait TaskStore: Store {
 /// The inbox journal and the outbox, found through [`Store::journal`].
 #[async_trait]
 pub trait JournalStore: Store {
+    /// Where this journal is kept, for a coordinator that writes it in its own calls
+    /// ([`TurnJournal`](crate::TurnJournal)): two handles with the same place read and write
+    /// the same records. The default, for a journal no coordinator writes, is `None`.
+    fn place(&self) -> Option<&str> {
+        None
+    }
+
     /// Journals an inbound message unless its id is already there. `retain` bounds how long
     /// the id is remembered for dedupe after it is acknowledged.
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend>;

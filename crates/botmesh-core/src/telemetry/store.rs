@@ -214,6 +214,10 @@ impl TaskStore for MeteredStore {
 
 #[async_trait]
 impl JournalStore for MeteredStore {
+    fn place(&self) -> Option<&str> {
+        self.inner.journal().and_then(JournalStore::place)
+    }
+
     async fn inbox_append(&self, record: &InboxRecord, retain: Duration) -> Result<InboxAppend> {
         self.timed(
             17,

@@ -16,16 +16,69 @@ use crate::keys::Keys;
 pub(super) enum Op {
     /// `count` tickets of `key`, for the call `tid`.
     Take { key: ChatKey, count: usize, tid: String },
+    /// Messages of `key` journaled in order (`records`: each one's id and payload, owned by
+    /// `owner`, kept `retain_ms` once acknowledged), with a ticket for each one journaled now,
+    /// for the call `tid`. Only in the standalone layout, where the journal shares the server.
+    Journal { key: ChatKey, tid: String, owner: String, retain_ms: u64, records: Vec<[String; 2]> },
     /// The turn of ticket `seq` of `key` given back, with the run of our tickets through
-    /// `through` that held it after `seq` (`seq` itself outside a run).
-    Release { key: ChatKey, seq: u64, through: u64, used: bool, keep_ms: u64, hand_back: bool },
+    /// `through` that held it after `seq` (`seq` itself outside a run); with journaled
+    /// message `ack` acknowledged, if any (standalone layout only).
+    Release {
+        key: ChatKey,
+        seq: u64,
+        through: u64,
+        used: bool,
+        keep_ms: u64,
+        hand_back: bool,
+        ack: Option<String>,
+    },
 }
 
 impl Op {
     fn key(&self) -> &ChatKey {
         match self {
-            Self::Take { key, .. } | Self::Release { key, .. } => key,
+            Self::Take { key, .. } | Self::Journal { key, .. } | Self::Release { key, .. } => key,
         }
+    }
+
+    /// The Redis keys the call touches beyond its chat's two, and its arguments' bytes.
+    fn size(&self, journal: Option<&JournalKeys>) -> (usize, usize) {
+        let base = journal.map_or(0, |j| j.base.len() + j.pending.len() + j.seq.len());
+        match self {
+            Self::Take { tid, .. } => (0, tid.len() + 16),
+            Self::Journal { tid, owner, records, .. } => {
+                let records: usize =
+                    records.iter().map(|[id, payload]| 2 * id.len() + payload.len() + 8).sum();
+                (2 + self.records(), tid.len() + owner.len() + records + base + 32)
+            }
+            Self::Release { ack, .. } => {
+                ack.as_ref().map_or((0, 48), |id| (2, 2 * id.len() + base + 48))
+            }
+        }
+    }
+
+    fn records(&self) -> usize {
+        match self {
+            Self::Journal { records, .. } => records.len(),
+            Self::Take { .. } | Self::Release { .. } => 0,
+        }
+    }
+}
+
+/// The store's journal keys, for a coordinator that writes the journal (standalone layout).
+#[derive(Debug, Clone)]
+pub(super) struct JournalKeys {
+    /// What a record's key starts with.
+    pub(super) base: String,
+    /// The pending index.
+    pub(super) pending: String,
+    /// The journal's sequence.
+    pub(super) seq: String,
+}
+
+impl JournalKeys {
+    pub(super) fn new(keys: &Keys) -> Self {
+        Self { base: keys.inbox_base(), pending: keys.inbox("pending"), seq: keys.inbox("seq") }
     }
 }
 
@@ -37,6 +90,8 @@ pub(super) struct Turns {
     pub(super) incarnation: String,
     pub(super) replica_id: String,
     pub(super) lease_ms: u64,
+    /// The store's journal, when this coordinator writes it.
+    pub(super) journal: Option<JournalKeys>,
 }
 
 impl Batch for Turns {
@@ -78,26 +133,55 @@ impl Turns {
     async fn send_shard(&self, shard: &str, ops: &[Op]) -> Vec<Reply> {
         let alive = Keys::alive_prefix(shard);
         let wake = self.keys.wake_prefix();
-        let bytes = ops.iter().map(|op| 3 * op.key().as_str().len() + 2 * shard.len() + 64).sum();
-        let mut call = ScriptCall::new(&self.script, 2 * ops.len(), 5 + 9 * ops.len(), bytes);
+        let journal = self.journal.as_ref();
+        let (mut keys, mut bytes, mut records) = (2 * ops.len(), 0, 0);
+        for op in ops {
+            let (more, size) = op.size(journal);
+            keys += more;
+            bytes += size + 3 * op.key().as_str().len() + 2 * shard.len();
+            records += op.records();
+        }
+        let mut call = ScriptCall::new(&self.script, keys, 6 + 10 * ops.len() + 2 * records, bytes);
         for op in ops {
             let (state, queue) = Keys::turn_args(shard, op.key().as_str());
             call.arg(state).arg(queue);
+            match (op, journal) {
+                (Op::Journal { records, .. }, Some(j)) => {
+                    call.arg(&j.pending).arg(&j.seq);
+                    for [id, _] in records {
+                        call.arg(Keys::record_arg(&j.base, id));
+                    }
+                }
+                (Op::Release { ack: Some(id), .. }, Some(j)) => {
+                    call.arg(&j.pending).arg(Keys::record_arg(&j.base, id));
+                }
+                _ => {}
+            }
         }
         call.arg(&self.incarnation).arg(&self.replica_id).arg(&alive).arg(self.lease_ms).arg(&wake);
+        call.arg(records);
         for op in ops {
             match op {
                 Op::Take { key, count, tid } => {
                     call.arg("t").arg(key.as_str()).arg(*count).arg(tid);
                 }
-                Op::Release { key, seq, through, used, keep_ms, hand_back } => {
+                Op::Journal { key, tid, owner, retain_ms, records } => {
+                    call.arg("j").arg(key.as_str()).arg(records.len()).arg(tid);
+                    call.arg(owner).arg(*retain_ms);
+                    for [id, payload] in records {
+                        call.arg(id).arg(payload);
+                    }
+                }
+                Op::Release { key, seq, through, used, keep_ms, hand_back, ack } => {
                     call.arg("r")
                         .arg(key.as_str())
                         .arg(*seq)
                         .arg(*through)
                         .arg(if *used { "1" } else { "0" })
                         .arg(*keep_ms)
-                        .arg(if *hand_back { "1" } else { "0" });
+                        .arg(if *hand_back { "1" } else { "0" })
+                        // Written only with the journal's keys (see above).
+                        .arg(ack.as_deref().filter(|_| journal.is_some()).unwrap_or(""));
                 }
             }
         }

@@ -6,19 +6,20 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use botmesh_traits::{
     BoxError, ChatKey, ClusterView, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket,
-    TurnGrant, async_trait,
+    TurnGrant, TurnJournal, async_trait,
 };
 use futures_util::future::join_all;
 use redis::Script;
 use tokio::task::JoinHandle;
 
-use crate::RedisOptions;
 use crate::batch::{Batcher, Reply};
 use crate::conn::{Conn, Connect, idempotent, ms};
 use crate::keys::Keys;
 use crate::scripts::{self, with_prelude};
+use crate::{RedisOptions, RedisStore};
 
 mod batch;
+mod journal;
 mod runs;
 mod view;
 mod wait;
@@ -26,7 +27,7 @@ mod wake;
 mod watch;
 mod withdraw;
 
-use self::batch::{Op, Turns};
+use self::batch::{JournalKeys, Op, Turns};
 use self::runs::{Release, Runs};
 use self::wake::{Waiters, passed_over, subscriber};
 use self::watch::Watch;
@@ -116,6 +117,9 @@ pub struct RedisCoordinator {
     client: redis::Client,
     /// How to open the heartbeat connection.
     connect: Connect,
+    /// The store whose journal this coordinator writes with its tickets and releases, when
+    /// it was made by one in the standalone layout.
+    journal: Option<RedisStore>,
 }
 
 impl std::fmt::Debug for RedisCoordinator {
@@ -147,7 +151,7 @@ impl RedisCoordinator {
         let (conn, client) = Connect::from(&options).open().await?;
         scripts::preload(&conn, &scripts::COORDINATION).await;
         let keys = Keys::new(&options.prefix, options.layout);
-        Ok(Self::from_parts(conn, client, keys, &options, botmesh_traits::DEFAULT_LEASE))
+        Ok(Self::from_parts(conn, client, keys, &options, botmesh_traits::DEFAULT_LEASE, None))
     }
 
     /// Sets this replica's heartbeat lease: the takeover time after a crash, and how long a
@@ -164,6 +168,7 @@ impl RedisCoordinator {
         keys: Keys,
         options: &RedisOptions,
         lease: Duration,
+        journal: Option<RedisStore>,
     ) -> Self {
         let keys = keys.coordination();
         let s = |body: &str| Script::new(&with_prelude(body));
@@ -215,6 +220,7 @@ impl RedisCoordinator {
             heartbeat_conn: tokio::sync::OnceCell::new(),
             client: client_for_heartbeat,
             connect: Connect::from(options),
+            journal,
         }
     }
 
@@ -253,93 +259,31 @@ impl RedisCoordinator {
                 incarnation: self.incarnation.clone(),
                 replica_id: self.replica_id.clone(),
                 lease_ms: ms(self.lease),
+                journal: self.journal.as_ref().map(|store| JournalKeys::new(&store.keys)),
             })
         });
         batcher.call(op).await
     }
 
-    fn grant(key: &ChatKey, seq: &str, fence: &str, prev: &str, passed: &str) -> Result<TurnGrant> {
-        let parse = |what: &str, s: &str| {
-            s.parse::<u64>().map_err(|e| Error::corrupt(format!("{what} {s:?}"), e))
-        };
-        let previous = (!prev.is_empty()).then(|| prev.to_owned());
-        Ok(TurnGrant::new(key.clone(), parse("ticket", seq)?, parse("fence", fence)?, previous)
-            .with_passed_over(passed_over(passed)))
-    }
-
-    async fn release(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
-        // A hand-over message that arrived after the turn was found by polling is stale now.
-        lock(&self.waiters.granted).remove(&(grant.key.clone(), grant.seq));
-        match self.runs.release(grant, options, &self.replica_id, self.lease) {
-            Release::Passed(next) => {
-                lock(&self.waiters.granted).insert((next.key.clone(), next.seq), next);
-                self.waiters.wake(&grant.key);
-                Ok(true)
-            }
-            Release::Redis { held, through } => {
-                let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
-                let reply = self
-                    .batched(Op::Release {
-                        key: grant.key.clone(),
-                        seq: held,
-                        through,
-                        // Within a run, the turns before this one were used.
-                        used: options.used || held != through,
-                        keep_ms: ms(keep),
-                        hand_back: options.hand_back,
-                    })
-                    .await
-                    .map_err(|e| unavailable("releasing a turn", e))?;
-                self.runs.released(&grant.key, through);
-                self.waiters.deliver(&grant.key, reply.get(1..).unwrap_or_default());
-                Ok(reply.first().is_some_and(|ok| ok == "1"))
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl Coordinator for RedisCoordinator {
-    fn replica_id(&self) -> &str {
-        &self.replica_id
-    }
-
-    fn incarnation(&self) -> &str {
-        &self.incarnation
-    }
-
-    fn lease(&self) -> Duration {
-        self.lease
-    }
-
-    fn subscribed(&self) -> bool {
-        self.waiters.subscribed.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
-        self.take_tickets(key, 1)
-            .await?
-            .pop()
-            .ok_or_else(|| Error::corrupt("take_tickets reply", "no ticket"))
-    }
-
-    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
-        if count == 0 {
-            return Ok(Vec::new());
-        }
-        let tid = uuid::Uuid::new_v4().simple().to_string();
-        let op = Op::Take { key: key.clone(), count, tid: tid.clone() };
-        let reply = match self.batched(op).await {
-            Ok(reply) => reply,
+    /// Sends `op`, a take of tickets of `key` for the call `tid` (`what` it does, for its
+    /// error), and returns its reply.
+    async fn take(&self, op: Op, key: &ChatKey, tid: String, what: &str) -> Result<Vec<String>> {
+        match self.batched(op).await {
+            Ok(reply) => Ok(reply),
             Err(e) => {
                 // The script may have run with its reply lost: withdraw whatever it queued.
                 let _ = self
                     .withdrawals
                     .now_or_later(Withdraw::Orphans { key: key.clone(), tid })
                     .await;
-                return Err(unavailable("taking a ticket", e));
+                Err(unavailable(what, e))
             }
-        };
+        }
+    }
+
+    /// The `count` tickets of `key` a take's `reply` names, with the turn when it came along;
+    /// notes them for the runs and the waiters.
+    fn tickets(&self, key: &ChatKey, count: usize, reply: &[String]) -> Result<Vec<Ticket>> {
         if reply.len() != count + 5 {
             return Err(Error::corrupt("take_tickets reply", format!("{reply:?}")));
         }
@@ -374,6 +318,94 @@ impl Coordinator for RedisCoordinator {
         Ok(tickets)
     }
 
+    fn grant(key: &ChatKey, seq: &str, fence: &str, prev: &str, passed: &str) -> Result<TurnGrant> {
+        let parse = |what: &str, s: &str| {
+            s.parse::<u64>().map_err(|e| Error::corrupt(format!("{what} {s:?}"), e))
+        };
+        let previous = (!prev.is_empty()).then(|| prev.to_owned());
+        Ok(TurnGrant::new(key.clone(), parse("ticket", seq)?, parse("fence", fence)?, previous)
+            .with_passed_over(passed_over(passed)))
+    }
+
+    /// Gives `grant`'s turn back, acknowledging journaled message `ack` in the same call (only
+    /// with a journal: see `journal.rs`).
+    async fn release(
+        &self,
+        grant: &TurnGrant,
+        options: &ReleaseOptions,
+        ack: Option<&str>,
+    ) -> Result<bool> {
+        // A hand-over message that arrived after the turn was found by polling is stale now.
+        lock(&self.waiters.granted).remove(&(grant.key.clone(), grant.seq));
+        let may_pass = ack.is_none();
+        match self.runs.release(grant, options, &self.replica_id, self.lease, may_pass) {
+            Release::Passed(next) => {
+                lock(&self.waiters.granted).insert((next.key.clone(), next.seq), next);
+                self.waiters.wake(&grant.key);
+                Ok(true)
+            }
+            Release::Redis { held, through } => {
+                let keep = options.retain.map_or(self.idle_keep, |r| r.max(self.idle_keep));
+                let reply = self
+                    .batched(Op::Release {
+                        key: grant.key.clone(),
+                        seq: held,
+                        through,
+                        // Within a run, the turns before this one were used.
+                        used: options.used || held != through,
+                        keep_ms: ms(keep),
+                        hand_back: options.hand_back,
+                        ack: ack.map(str::to_owned),
+                    })
+                    .await
+                    .map_err(|e| unavailable("releasing a turn", e))?;
+                self.runs.released(&grant.key, through);
+                self.waiters.deliver(&grant.key, reply.get(1..).unwrap_or_default());
+                Ok(reply.first().is_some_and(|ok| ok == "1"))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Coordinator for RedisCoordinator {
+    fn replica_id(&self) -> &str {
+        &self.replica_id
+    }
+
+    fn incarnation(&self) -> &str {
+        &self.incarnation
+    }
+
+    fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    fn subscribed(&self) -> bool {
+        self.waiters.subscribed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn turn_journal(&self) -> Option<&dyn TurnJournal> {
+        self.journal.as_ref().map(|_| self as &dyn TurnJournal)
+    }
+
+    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
+        self.take_tickets(key, 1)
+            .await?
+            .pop()
+            .ok_or_else(|| Error::corrupt("take_tickets reply", "no ticket"))
+    }
+
+    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let tid = uuid::Uuid::new_v4().simple().to_string();
+        let op = Op::Take { key: key.clone(), count, tid: tid.clone() };
+        let reply = self.take(op, key, tid, "taking a ticket").await?;
+        self.tickets(key, count, &reply)
+    }
+
     async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
         let waited = self.wait(ticket, timeout).await;
         match &waited {
@@ -384,11 +416,11 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
-        self.release(grant, &ReleaseOptions::used()).await
+        self.release(grant, &ReleaseOptions::used(), None).await
     }
 
     async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
-        self.release(grant, options).await
+        self.release(grant, options, None).await
     }
 
     async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {

@@ -93,12 +93,15 @@ impl Runs {
 
     /// Decides how `grant`'s turn is given back: passed here to our next ticket when it is
     /// the very next one and nothing else has to reach Redis, else released there.
+    /// `may_pass` is `false` when the release must reach Redis anyway (it carries a write of
+    /// its own).
     pub(super) fn release(
         &self,
         grant: &TurnGrant,
         options: &ReleaseOptions,
         replica_id: &str,
         lease: Duration,
+        may_pass: bool,
     ) -> Release {
         let mut chats = lock(&self.chats);
         let alone = Release::Redis { held: grant.seq, through: grant.seq };
@@ -109,18 +112,35 @@ impl Runs {
         }
         let next = grant.seq + 1;
         let first = chat.first.unwrap_or(grant.seq);
-        if options.used
-            && !options.hand_back
-            && next - first < MAX_RUN
-            && self.alive(lease)
-            && chat.waiting.remove(&next)
-        {
+        if may_pass && Self::goes_on(chat, grant, options) && self.alive(lease) {
+            chat.waiting.remove(&next);
             chat.first = Some(first);
             chat.holding = Some(next);
             let passed = TurnGrant::new(grant.key.clone(), next, next, Some(replica_id.to_owned()));
             return Release::Passed(passed);
         }
         Release::Redis { held: first, through: grant.seq }
+    }
+
+    /// Whether [`release`](Self::release) would pass `grant`'s turn here now.
+    pub(super) fn would_pass(
+        &self,
+        grant: &TurnGrant,
+        options: &ReleaseOptions,
+        lease: Duration,
+    ) -> bool {
+        let chats = lock(&self.chats);
+        chats.get(&grant.key).is_some_and(|chat| {
+            chat.holding == Some(grant.seq) && Self::goes_on(chat, grant, options)
+        }) && self.alive(lease)
+    }
+
+    /// Whether the run holding `grant`'s turn goes on to our next ticket: the turn was used,
+    /// is not handed back, the run is not at its longest, and the next ticket waits here.
+    fn goes_on(chat: &Chat, grant: &TurnGrant, options: &ReleaseOptions) -> bool {
+        let next = grant.seq + 1;
+        let first = chat.first.unwrap_or(grant.seq);
+        options.used && !options.hand_back && next - first < MAX_RUN && chat.waiting.contains(&next)
     }
 
     /// Redis answered the release of the turn or run through `through`: when that was the
@@ -207,37 +227,57 @@ mod tests {
         runs.taken(&key, [11, 13]);
         runs.holds(&key, 10);
         // Never renewed: Redis decides.
-        assert_eq!(passes(runs.release(&grant(10), &ReleaseOptions::used(), "a", LEASE)), None);
+        assert_eq!(
+            passes(runs.release(&grant(10), &ReleaseOptions::used(), "a", LEASE, true)),
+            None
+        );
         runs.renewed(Instant::now());
-        let passed = runs.release(&grant(10), &ReleaseOptions::used(), "a", LEASE);
+        assert!(runs.would_pass(&grant(10), &ReleaseOptions::used(), LEASE));
+        // A release with a write of its own goes to Redis, and the run waits for it there.
+        assert!(matches!(
+            runs.release(&grant(10), &ReleaseOptions::used(), "a", LEASE, false),
+            Release::Redis { held: 10, through: 10 }
+        ));
+        assert!(runs.would_pass(&grant(10), &ReleaseOptions::used(), LEASE), "11 still waits");
+        let passed = runs.release(&grant(10), &ReleaseOptions::used(), "a", LEASE, true);
         let Release::Passed(g) = passed else { panic!("11 is ours and next") };
         assert_eq!((g.seq, g.fence, g.previous_holder.as_deref()), (11, 11, Some("a")));
         assert!(g.passed_over.is_empty());
         // An old grant released again (a retry) goes to Redis alone and leaves the run be.
         assert!(matches!(
-            runs.release(&grant(10), &ReleaseOptions::used(), "a", LEASE),
+            runs.release(&grant(10), &ReleaseOptions::used(), "a", LEASE, true),
             Release::Redis { held: 10, through: 10 }
         ));
         runs.released(&key, 10);
         // 12 is somebody else's: the run through 11 ends in Redis, which holds 10.
         let Release::Redis { held, through } =
-            runs.release(&grant(11), &ReleaseOptions::used(), "a", LEASE)
+            runs.release(&grant(11), &ReleaseOptions::used(), "a", LEASE, true)
         else {
             panic!("12 is not ours")
         };
         assert_eq!((held, through), (10, 11));
         runs.released(&key, 11);
         // Another incarnation's grant is not ours to pass on.
-        assert_eq!(passes(runs.release(&grant(12), &ReleaseOptions::used(), "a", LEASE)), None);
+        assert!(!runs.would_pass(&grant(12), &ReleaseOptions::used(), LEASE));
+        assert_eq!(
+            passes(runs.release(&grant(12), &ReleaseOptions::used(), "a", LEASE, true)),
+            None
+        );
         runs.holds(&key, 13);
         // An unused turn or a hand-back goes to Redis; so does any release once the last
         // renewal is half a lease old.
         runs.taken(&key, [14]);
-        assert_eq!(passes(runs.release(&grant(13), &ReleaseOptions::unused(), "a", LEASE)), None);
+        assert_eq!(
+            passes(runs.release(&grant(13), &ReleaseOptions::unused(), "a", LEASE, true)),
+            None
+        );
         let back = ReleaseOptions::used().handing_back();
-        assert_eq!(passes(runs.release(&grant(13), &back, "a", LEASE)), None);
+        assert_eq!(passes(runs.release(&grant(13), &back, "a", LEASE, true)), None);
         tokio::time::advance(LEASE / 2).await;
-        assert_eq!(passes(runs.release(&grant(13), &ReleaseOptions::used(), "a", LEASE)), None);
+        assert_eq!(
+            passes(runs.release(&grant(13), &ReleaseOptions::used(), "a", LEASE, true)),
+            None
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -247,22 +287,28 @@ mod tests {
         runs.renewed(Instant::now());
         runs.taken(&key, [2]);
         runs.holds(&key, 1);
-        assert_eq!(passes(runs.release(&grant(1), &ReleaseOptions::used(), "a", LEASE)), Some(2));
+        assert_eq!(
+            passes(runs.release(&grant(1), &ReleaseOptions::used(), "a", LEASE, true)),
+            Some(2)
+        );
         runs.holds(&key, 2);
         // The run through 2 goes to Redis; before it answers, a take finds the chat free and
         // comes back with the turn of 3, and 4 behind it.
         assert!(matches!(
-            runs.release(&grant(2), &ReleaseOptions::used(), "a", LEASE),
+            runs.release(&grant(2), &ReleaseOptions::used(), "a", LEASE, true),
             Release::Redis { held: 1, through: 2 }
         ));
         runs.taken(&key, [4]);
         runs.holds(&key, 3);
-        assert_eq!(passes(runs.release(&grant(3), &ReleaseOptions::used(), "a", LEASE)), Some(4));
+        assert_eq!(
+            passes(runs.release(&grant(3), &ReleaseOptions::used(), "a", LEASE, true)),
+            Some(4)
+        );
         // The old run's answer leaves the new one be.
         runs.released(&key, 2);
         runs.holds(&key, 4);
         assert!(matches!(
-            runs.release(&grant(4), &ReleaseOptions::used(), "a", LEASE),
+            runs.release(&grant(4), &ReleaseOptions::used(), "a", LEASE, true),
             Release::Redis { held: 3, through: 4 }
         ));
     }
@@ -276,12 +322,12 @@ mod tests {
         runs.holds(&key, 0);
         for seq in 0..MAX_RUN - 1 {
             assert_eq!(
-                passes(runs.release(&grant(seq), &ReleaseOptions::used(), "a", LEASE)),
+                passes(runs.release(&grant(seq), &ReleaseOptions::used(), "a", LEASE, true)),
                 Some(seq + 1)
             );
         }
         assert!(matches!(
-            runs.release(&grant(MAX_RUN - 1), &ReleaseOptions::used(), "a", LEASE),
+            runs.release(&grant(MAX_RUN - 1), &ReleaseOptions::used(), "a", LEASE, true),
             Release::Redis { held: 0, through } if through == MAX_RUN - 1
         ));
     }
@@ -296,7 +342,7 @@ mod tests {
         // Withdrawn while still waiting: nothing to release.
         assert_eq!(runs.withdrawn(&key, 4, || unreachable!()), None);
         assert!(matches!(
-            runs.release(&grant(1), &ReleaseOptions::used(), "a", LEASE),
+            runs.release(&grant(1), &ReleaseOptions::used(), "a", LEASE, true),
             Release::Passed(_)
         ));
         // The turn passed to 2; 2 withdrawn before it took it: release the run Redis holds.
@@ -305,7 +351,7 @@ mod tests {
         assert_eq!(runs.withdrawn(&key, 2, || false), None);
         runs.expired();
         assert!(matches!(
-            runs.release(&grant(2), &ReleaseOptions::used(), "a", LEASE),
+            runs.release(&grant(2), &ReleaseOptions::used(), "a", LEASE, true),
             Release::Redis { held: 2, through: 2 }
         ));
     }
