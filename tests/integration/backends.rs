@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use botmesh_core::MemoryStore;
 use botmesh_core::traits::{Coordinator, Store};
-use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
+use botmesh_redis_store::RedisStore;
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, RedisServer};
 
 use crate::replicas::LEASE;
@@ -39,7 +39,8 @@ impl Backend for Memory {
 }
 
 pub(crate) struct Redis {
-    server: RedisServer,
+    /// Kept running while the backend lives.
+    _server: RedisServer,
     store: Arc<RedisStore>,
 }
 
@@ -47,7 +48,7 @@ impl Redis {
     pub(crate) async fn start() -> Self {
         let server = RedisServer::start().unwrap();
         let store = Arc::new(RedisStore::new(&server.url(), "replicas").await.unwrap());
-        Self { server, store }
+        Self { _server: server, store }
     }
 }
 
@@ -56,10 +57,10 @@ impl Backend for Redis {
         self.store.clone()
     }
 
+    /// Made by the store, as deployed: it writes the store's journal with its tickets and
+    /// releases.
     async fn coordinator(&self, id: &str) -> Arc<dyn Coordinator> {
-        let options = RedisOptions::new(&self.server.url(), "replicas");
-        let coordinator = RedisCoordinator::connect(options).await.unwrap();
-        Arc::new(coordinator.with_replica_id(id).with_lease(LEASE))
+        Arc::new(self.store.coordinator(LEASE).with_replica_id(id))
     }
 }
 

@@ -10,6 +10,7 @@ mod backends;
 mod config;
 mod conversations;
 mod dispatch;
+mod durable_redis;
 mod exits;
 mod flows;
 mod handover;

@@ -1,6 +1,8 @@
 //! Redis faults under two replicas: killed connections, a paused server, a server restarted
 //! empty, and thousands of chats leaving no keys behind. In every case nothing runs without
-//! its turn, and every message is either handled or reported.
+//! its turn, and every message is either handled or reported. The durable scenarios run twice:
+//! with a coordinator made by the store (which writes the journal with its tickets and
+//! releases) and with one apart.
 //!
 //! Kept whole: the scenarios share one private Redis server harness (kill, pause, restart)
 //! and its helpers.
@@ -11,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
-use botmesh_core::traits::{CasOutcome, CasStore, CheckpointWrite, Store};
+use botmesh_core::traits::{CasOutcome, CasStore, CheckpointWrite, Coordinator, Store};
 use botmesh_core::{Bot, BotError, Durability, Event, Inbound};
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
@@ -71,6 +73,32 @@ async fn replica(server: &RedisServer, id: &str, log: &Log, work: Duration) -> R
         .unwrap();
     bot.start().await.unwrap();
     Replica { bot, provider, rec }
+}
+
+/// How a test's coordinator is made: by its store, writing the store's journal with its
+/// tickets and releases, or apart, on a connection of its own.
+#[derive(Clone, Copy)]
+enum Made {
+    ByStore,
+    Apart,
+}
+
+/// A store and a coordinator (with lease [`LEASE`]) on `store` and `coordinator` options.
+async fn store_and_coordinator(
+    store: RedisOptions,
+    coordinator: RedisOptions,
+    made: Made,
+) -> (Arc<dyn Store>, RedisCoordinator) {
+    let redis = RedisStore::connect(store).await.unwrap();
+    let coordinator = match made {
+        Made::ByStore => {
+            let coordinator = redis.coordinator(LEASE);
+            assert!(coordinator.turn_journal().is_some(), "it writes the store's journal");
+            coordinator
+        }
+        Made::Apart => RedisCoordinator::connect(coordinator).await.unwrap().with_lease(LEASE),
+    };
+    (Arc::new(redis), coordinator)
 }
 
 /// No two handlers of one chat overlapped.
@@ -317,9 +345,8 @@ async fn tls_with_rustls_carries_the_store_and_the_coordinator() {
     store.set_user_data("u", r#"{"tls":true}"#).await.unwrap();
     assert_eq!(store.get_user_data("u").await.unwrap().as_deref(), Some(r#"{"tls":true}"#));
     let coordinator = RedisCoordinator::connect(options).await.unwrap();
-    botmesh_core::traits::Coordinator::heartbeat(&coordinator, LEASE).await.unwrap();
-    let ticket =
-        botmesh_core::traits::Coordinator::take_ticket(&coordinator, &"c".into()).await.unwrap();
+    Coordinator::heartbeat(&coordinator, LEASE).await.unwrap();
+    let ticket = Coordinator::take_ticket(&coordinator, &"c".into()).await.unwrap();
     assert!(ticket.grant.is_some(), "an uncontended ticket comes with its turn over TLS too");
     // Without the private CA the certificate is refused: verification is on.
     let untrusted = RedisStore::new(&url, "tls").await;
@@ -328,9 +355,18 @@ async fn tls_with_rustls_carries_the_store_and_the_coordinator() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accept_refuses_what_it_cannot_journal_and_takes_the_sender_s_retry() {
+    refused_then_retried(Made::Apart).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_refuses_what_a_journaling_ticket_cannot_write_and_takes_the_sender_s_retry() {
+    refused_then_retried(Made::ByStore).await;
+}
+
+async fn refused_then_retried(made: Made) {
     let mut server = RedisServer::start().unwrap();
-    let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(&server)).await.unwrap());
-    let coordinator = RedisCoordinator::connect(options(&server)).await.unwrap().with_lease(LEASE);
+    let (store, coordinator) =
+        store_and_coordinator(options(&server), options(&server), made).await;
     let coordination = CoordinationConfig::new(coordinator).build();
     let handled: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen = Arc::clone(&handled);
@@ -381,6 +417,15 @@ async fn accept_refuses_what_it_cannot_journal_and_takes_the_sender_s_retry() {
 
 #[tokio::test]
 async fn an_acknowledgement_redis_did_not_take_is_retried_until_it_lands() {
+    acknowledgement_retried(Made::Apart).await;
+}
+
+#[tokio::test]
+async fn an_acknowledgement_that_rode_a_failed_release_is_retried_until_it_lands() {
+    acknowledgement_retried(Made::ByStore).await;
+}
+
+async fn acknowledgement_retried(made: Made) {
     // Kept on disk, so that what Redis held before the crash is there after it.
     let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let server = Arc::new(Mutex::new(server.unwrap()));
@@ -388,9 +433,8 @@ async fn an_acknowledgement_redis_did_not_take_is_retried_until_it_lands() {
         let s = server.lock().unwrap();
         (options(&s), options(&s))
     };
-    let store: Arc<dyn Store> = Arc::new(RedisStore::connect(store_options).await.unwrap());
-    let coordinator =
-        RedisCoordinator::connect(coordinator_options).await.unwrap().with_lease(LEASE);
+    let (store, coordinator) =
+        store_and_coordinator(store_options, coordinator_options, made).await;
     let coordination = CoordinationConfig::new(coordinator).build();
     let handled: Arc<Mutex<Vec<String>>> = Arc::default();
     let (seen, crash) = (Arc::clone(&handled), Arc::clone(&server));
@@ -607,9 +651,18 @@ fn drop_connections(server: &RedisServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_on_the_message_path_rides_out_a_dropped_connection() {
+    dropped_connections(Made::Apart).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_journaling_call_on_the_message_path_rides_out_a_dropped_connection() {
+    dropped_connections(Made::ByStore).await;
+}
+
+async fn dropped_connections(made: Made) {
     let server = RedisServer::start().unwrap();
-    let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(&server)).await.unwrap());
-    let coordinator = RedisCoordinator::connect(options(&server)).await.unwrap().with_lease(LEASE);
+    let (store, coordinator) =
+        store_and_coordinator(options(&server), options(&server), made).await;
     let coordination =
         CoordinationConfig::new(coordinator).turn_wait(Duration::from_secs(10)).build();
     let provider = TestProvider::new();

@@ -34,8 +34,8 @@ use botmesh_core::traits::{
 };
 use botmesh_core::traits::{
     CasOutcome, CasStore, ChatId, ChatKey, ChatRecord, CheckpointRecord, CheckpointWrite,
-    Coordinator, FencedLock, InboxAppend, InboxRecord, JournalStore, Leadership, LeaseGrant,
-    LeaseStore, LockStore, ReleaseOptions, TaskStore, Ticket, TurnGrant,
+    Coordinator, FencedLock, InboxAppend, InboxRecord, JournalStore, JournaledTicket, Leadership,
+    LeaseGrant, LeaseStore, LockStore, ReleaseOptions, TaskStore, Ticket, TurnGrant, TurnJournal,
 };
 use botmesh_core::{
     Bot, BotError, ConvCtx, Ctx, Durability, Error, Event, Flow, Inbound, Outbound, SendReceipt,
@@ -321,6 +321,10 @@ impl TaskStore for Recorded {
 
 #[async_trait]
 impl JournalStore for Recorded {
+    fn place(&self) -> Option<&str> {
+        self.inner.place()
+    }
+
     async fn inbox_append(
         &self,
         record: &InboxRecord,
@@ -364,6 +368,41 @@ impl JournalStore for Recorded {
 
     async fn outbox_release(&self, key: &str) -> botmesh_core::traits::Result<()> {
         self.inner.outbox_release(key).await
+    }
+}
+
+/// The real coordinator's journal, its grants and releases written down as the coordinator's.
+#[async_trait]
+impl TurnJournal for Granted {
+    fn place(&self) -> &str {
+        self.inner.turn_journal().map_or("", TurnJournal::place)
+    }
+    async fn take_tickets_journaling(
+        &self,
+        key: &ChatKey,
+        records: &[InboxRecord],
+        retain: Duration,
+    ) -> botmesh_core::traits::Result<Vec<JournaledTicket>> {
+        let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: "journal" })?;
+        let answers = journal.take_tickets_journaling(key, records, retain).await?;
+        for answer in &answers {
+            if let JournaledTicket::Appended(Ticket { grant: Some(grant), .. }) = answer {
+                self.granted(grant);
+            }
+        }
+        Ok(answers)
+    }
+    async fn release_turn_acknowledging(
+        &self,
+        grant: &TurnGrant,
+        options: &ReleaseOptions,
+        id: &str,
+    ) -> botmesh_core::traits::Result<Option<bool>> {
+        let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: "journal" })?;
+        // Written before the call, as any release is: the next grant may come before its
+        // answer. One that does nothing (`None`) is released again, and written again.
+        self.released(grant, options);
+        journal.release_turn_acknowledging(grant, options, id).await
     }
 }
 
@@ -411,6 +450,9 @@ impl Coordinator for Granted {
     }
     fn lease(&self) -> Duration {
         self.inner.lease()
+    }
+    fn turn_journal(&self) -> Option<&dyn TurnJournal> {
+        self.inner.turn_journal().map(|_| self as &dyn TurnJournal)
     }
     async fn take_ticket(&self, key: &ChatKey) -> botmesh_core::traits::Result<Ticket> {
         let ticket = self.inner.take_ticket(key).await?;
@@ -608,16 +650,14 @@ async fn main() -> Result<()> {
         RedisOptions::new(&args.redis, PREFIX).response_timeout(timeout).connection_timeout(timeout)
     };
     let redis = RedisStore::connect(options()).await.context("connecting the store")?;
+    // Made by the store: it journals messages with their tickets, and acknowledges them with
+    // their releases.
+    let coordinator = redis.coordinator(args.lease).with_replica_id(&args.id);
     let store = Recorded {
         inner: Arc::new(redis),
         history: Arc::clone(&history),
         replica: args.id.clone(),
     };
-    let coordinator = RedisCoordinator::connect(options())
-        .await
-        .context("connecting the coordinator")?
-        .with_replica_id(&args.id)
-        .with_lease(args.lease);
     let coordinator = Granted { inner: coordinator, history, replica: args.id.clone() };
     let coordination =
         CoordinationConfig::new(coordinator).provider_session(ProviderSession::Shared).build();

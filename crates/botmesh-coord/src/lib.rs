@@ -58,6 +58,7 @@
 mod config;
 mod election;
 mod lead;
+mod left_over;
 mod metered;
 mod runtime;
 mod state;

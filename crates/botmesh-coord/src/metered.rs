@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use botmesh_core::telemetry::{COORDINATOR_CALLS, CallTimings};
 use botmesh_core::traits::{
-    ChatKey, ClusterView, Coordinator, Leadership, ReleaseOptions, Result, Ticket, TurnGrant,
-    async_trait,
+    ChatKey, ClusterView, Coordinator, Error, InboxRecord, JournaledTicket, Leadership,
+    ReleaseOptions, Result, Ticket, TurnGrant, TurnJournal, async_trait,
 };
 
 /// The backend operations, numbered as [`Metered`] times them.
-const OPS: [&str; 12] = [
+const OPS: [&str; 14] = [
     "take_ticket",
     "take_tickets",
     "wait_turn",
@@ -25,6 +25,8 @@ const OPS: [&str; 12] = [
     "resign",
     "publish_status",
     "cluster",
+    "take_tickets_journaling",
+    "release_turn_acknowledging",
 ];
 
 /// A backend whose calls are timed.
@@ -60,6 +62,10 @@ impl Coordinator for Metered {
 
     fn subscribed(&self) -> bool {
         self.inner.subscribed()
+    }
+
+    fn turn_journal(&self) -> Option<&dyn TurnJournal> {
+        self.inner.turn_journal().map(|_| self as &dyn TurnJournal)
     }
 
     async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
@@ -108,5 +114,33 @@ impl Coordinator for Metered {
 
     async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
         self.timed(11, self.inner.cluster(leaderships)).await
+    }
+}
+
+/// The backend's journal, timed like its other calls.
+#[async_trait]
+impl TurnJournal for Metered {
+    fn place(&self) -> &str {
+        self.inner.turn_journal().map_or("", TurnJournal::place)
+    }
+
+    async fn take_tickets_journaling(
+        &self,
+        key: &ChatKey,
+        records: &[InboxRecord],
+        retain: Duration,
+    ) -> Result<Vec<JournaledTicket>> {
+        let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: OPS[12] })?;
+        self.timed(12, journal.take_tickets_journaling(key, records, retain)).await
+    }
+
+    async fn release_turn_acknowledging(
+        &self,
+        grant: &TurnGrant,
+        options: &ReleaseOptions,
+        id: &str,
+    ) -> Result<Option<bool>> {
+        let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: OPS[13] })?;
+        self.timed(13, journal.release_turn_acknowledging(grant, options, id)).await
     }
 }

@@ -10,8 +10,8 @@ use botmesh_core::retry;
 use botmesh_core::status::{CoordinationStatus, HeldTurn, Leading};
 use botmesh_core::telemetry;
 use botmesh_core::traits::{
-    ChatKey, ClusterView, Coordinator, Error, LeaseLostReason, ReleaseOptions, Ticket, TurnGrant,
-    async_trait,
+    ChatKey, ClusterView, Coordinator, Error, InboxRecord, JournaledTicket, LeaseLostReason,
+    ReleaseOptions, Ticket, TurnGrant, async_trait,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -260,6 +260,24 @@ impl Coordination for Runtime {
     async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>, Error> {
         let coordinator = &self.state.coordinator;
         retry::within(self.turn_wait, || coordinator.take_tickets(key, count)).await
+    }
+
+    fn journals(&self, place: &str) -> bool {
+        self.state.coordinator.turn_journal().is_some_and(|journal| journal.place() == place)
+    }
+
+    /// Tried once: after a failure, the bot journals and takes the tickets apart, each with
+    /// its own retries.
+    async fn take_tickets_journaling(
+        &self,
+        key: &ChatKey,
+        records: &[InboxRecord],
+        retain: Duration,
+    ) -> Result<Vec<JournaledTicket>, Error> {
+        match self.state.coordinator.turn_journal() {
+            Some(journal) => journal.take_tickets_journaling(key, records, retain).await,
+            None => Err(Error::Unsupported { op: "take_tickets_journaling" }),
+        }
     }
 
     async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error> {

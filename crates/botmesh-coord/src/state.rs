@@ -195,6 +195,37 @@ impl Grants for State {
             lock(&self.unreleased).push((grant, options));
         }
     }
+
+    /// Gives a turn back with journaled message `id` acknowledged in the same backend call,
+    /// when the backend writes the journal (see `TurnJournal`). Tried once: after a failure,
+    /// or when the backend has nothing to save, the turn is still held, for
+    /// [`release`](Grants::release) beside the journal's own acknowledgement.
+    async fn release_acknowledging(
+        &self,
+        turn: &Arc<dyn Turn>,
+        options: ReleaseOptions,
+        id: &str,
+    ) -> bool {
+        let Some(journal) = self.coordinator.turn_journal() else { return false };
+        let Some(grant) = lock(&self.held).get(turn.key()).map(|hold| hold.grant.clone()) else {
+            return false;
+        };
+        match journal.release_turn_acknowledging(&grant, &options, id).await {
+            Ok(Some(_)) => {
+                self.unhold(turn.key());
+                if options.hand_back {
+                    metrics::counter!(botmesh_core::telemetry::HANDBACKS).increment(1);
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                // Both are written again apart, which is safe (see `TurnJournal`).
+                tracing::debug!(target: "botmesh", key = %turn.key(), error = %e, "release with acknowledgement failed; writing them apart");
+                false
+            }
+        }
+    }
 }
 
 /// A turn held by this replica.

@@ -352,6 +352,11 @@ impl BotBuilder {
             .coordination
             .as_ref()
             .map_or_else(|| uuid::Uuid::new_v4().to_string(), |c| c.incarnation());
+        let journaled_turns = self.durability.is_some()
+            && match (&self.coordination, store.journal().and_then(|j| j.place())) {
+                (Some(coordination), Some(place)) => coordination.journals(place),
+                _ => false,
+            };
         let has_flows = !defs.is_empty();
         let def = Definitions {
             has_flows,
@@ -374,6 +379,7 @@ impl BotBuilder {
             cas_checkpoints,
             durability: self.durability,
             owner,
+            journaled_turns,
             repairs: Repairs::new(journal_backlog()),
             events: EventBus::new(listeners, self.event_capacity),
             meters,

@@ -149,6 +149,19 @@ struct TraceOf {
     trace: Option<String>,
 }
 
+/// The journal record of `inbound`, a message of chat `key` whose span is `span`.
+pub(crate) fn record(
+    shared: &Shared,
+    key: &ChatKey,
+    inbound: &Inbound,
+    span: &Span,
+) -> Result<InboxRecord, Error> {
+    let trace = shared.propagation.as_ref().and_then(|p| p.inject(span));
+    let payload = serde_json::to_string(&Payload { message: inbound, trace })
+        .map_err(|e| Error::corrupt("an inbound message", e))?;
+    Ok(InboxRecord::pending(journal_id(inbound), key.as_str(), payload, &shared.owner))
+}
+
 /// Journals messages of chat `key` that arrived together, in one concurrent batch of appends,
 /// each in a `journal` span inside its message's span.
 pub(crate) async fn journal<'a>(
@@ -159,13 +172,10 @@ pub(crate) async fn journal<'a>(
     let Some(durability) = &shared.durability else { return Vec::new() };
     let appends = messages.map(|(inbound, span)| {
         let append = async move {
-            let id = journal_id(inbound);
-            let trace = shared.propagation.as_ref().and_then(|p| p.inject(span));
-            let payload = match serde_json::to_string(&Payload { message: inbound, trace }) {
-                Ok(p) => p,
-                Err(e) => return (id, Err(Error::corrupt("an inbound message", e))),
+            let record = match record(shared, key, inbound, span) {
+                Ok(record) => record,
+                Err(e) => return (journal_id(inbound), Err(e)),
             };
-            let record = InboxRecord::pending(id, key.as_str(), payload, &shared.owner);
             let appended =
                 async { shared.inbox()?.inbox_append(&record, durability.retain).await }.await;
             (record.id, appended)
@@ -192,7 +202,7 @@ pub(crate) async fn journal<'a>(
 /// because nobody acknowledged it. When the replica that journaled it refused it (its append
 /// timed out, then landed, and was released) or died, this one takes it over and handles it;
 /// a live owner keeps it.
-async fn adopt(shared: &Shared, id: String) -> Journaled {
+pub(crate) async fn adopt(shared: &Shared, id: String) -> Journaled {
     let record = match async { shared.inbox()?.inbox_get(&id).await }.await {
         Ok(Some(record)) => record,
         Ok(None) => return Journaled::Duplicate,

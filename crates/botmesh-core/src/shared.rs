@@ -88,6 +88,9 @@ pub(crate) struct Shared {
     pub(crate) durability: Option<Durability>,
     /// Who owns what this process journals: the replica's incarnation, else a fresh id.
     pub(crate) owner: String,
+    /// The coordination writes the store's journal itself: messages are journaled with their
+    /// tickets, and acknowledged with their turns' releases (see `Coordination::journals`).
+    pub(crate) journaled_turns: bool,
     /// Journal writes still to land.
     pub(crate) repairs: Repairs,
     /// Where events go: listeners, subscribers, and `tracing`.

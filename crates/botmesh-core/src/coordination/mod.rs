@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_traits::{
-    ChatKey, ClusterView, Error, ReleaseOptions, Ticket, TransportStatus, async_trait,
+    ChatKey, ClusterView, Error, InboxRecord, JournaledTicket, ReleaseOptions, Ticket,
+    TransportStatus, async_trait,
 };
 
 pub(crate) use self::run::Local;
@@ -136,6 +137,34 @@ pub trait Coordination: Send + Sync + 'static {
     /// Takes `count` tickets in the chat's queue, in order. Called in arrival order, as soon as
     /// messages are accepted; messages of one chat that arrived together share one call.
     async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>, Error>;
+
+    /// Whether this runtime's tickets and releases also write the inbox journal kept at
+    /// `place` (the store's [`JournalStore::place`](botmesh_traits::JournalStore::place)):
+    /// the bot then journals its messages with their tickets
+    /// ([`take_tickets_journaling`](Self::take_tickets_journaling)), and a turn acknowledges
+    /// its message with its release ([`Journal::rides_releases`]). Asked once, when the bot
+    /// is built. The default is `false`.
+    fn journals(&self, place: &str) -> bool {
+        let _ = place;
+        false
+    }
+
+    /// Journals `records` of chat `key` and takes a ticket for each one journaled now, in one
+    /// backend call (see
+    /// [`TurnJournal::take_tickets_journaling`](botmesh_traits::TurnJournal::take_tickets_journaling),
+    /// whose answer this is).
+    /// Called instead of [`take_tickets`](Self::take_tickets) when
+    /// [`journals`](Self::journals) said so; after an error the bot journals and takes the
+    /// tickets apart.
+    async fn take_tickets_journaling(
+        &self,
+        key: &ChatKey,
+        records: &[InboxRecord],
+        retain: Duration,
+    ) -> Result<Vec<JournaledTicket>, Error> {
+        let _ = (key, records, retain);
+        Err(Error::Unsupported { op: "take_tickets_journaling" })
+    }
 
     /// Waits for the ticket's turn, at most the configured turn wait; fails with
     /// `CoordinationUnavailable` (and withdraws the ticket) when it does not come.

@@ -164,6 +164,20 @@ pub trait Journal: Send + Sync + 'static {
     /// it (reported, acknowledged).
     async fn give_back(&self, key: &ChatKey, message: &MessageId, id: &str, failed: bool);
 
+    /// Whether a turn acknowledges its message with its release: the coordination writes
+    /// this journal (see [`Coordination::journals`](super::Coordination::journals)). The
+    /// runtime then asks its backend for both in one call, and calls
+    /// [`acknowledged`](Self::acknowledged) once it is done, or
+    /// [`acknowledge`](Self::acknowledge) as usual when the backend did not do it.
+    fn rides_releases(&self) -> bool {
+        false
+    }
+
+    /// Record `id` was acknowledged with its turn's release.
+    fn acknowledged(&self, id: &str) {
+        let _ = id;
+    }
+
     /// Reports an error of chat `key`.
     fn report(&self, key: &ChatKey, error: BotError);
 

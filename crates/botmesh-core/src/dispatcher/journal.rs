@@ -55,13 +55,20 @@ impl Journal for Dispatcher {
     }
 
     async fn acknowledge(&self, key: &ChatKey, id: &str) {
-        {
-            let mut failures = lock(&self.failures);
-            if !failures.is_empty() {
-                failures.remove(id);
-            }
-        }
+        self.acknowledged(id);
         durable::acknowledge(&self.shared, key, id).await;
+    }
+
+    fn rides_releases(&self) -> bool {
+        self.shared.journaled_turns
+    }
+
+    /// Forgets how often the message failed here.
+    fn acknowledged(&self, id: &str) {
+        let mut failures = lock(&self.failures);
+        if !failures.is_empty() {
+            failures.remove(id);
+        }
     }
 
     async fn release(&self, key: &ChatKey, id: &str, from: &str) {
