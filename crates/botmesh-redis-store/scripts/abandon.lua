@@ -6,8 +6,7 @@ for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
 end
 local h = redis.call('HGET', st, 'h')
 if h and string.sub(h, 1, #inc + 1) == inc .. '|' and string.sub(h, -(#tid + 1)) == '|' .. tid then
-  redis.call('HDEL', st, 'h')
-  restore_previous(st)
+  unhold(st)
 end
 local g = freed(st, q, prefix, wake, key, keep, inc, false)
 return {1, g[1], g[2], g[3], g[4]}

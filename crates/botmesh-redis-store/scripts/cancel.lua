@@ -10,8 +10,7 @@ if member then redis.call('ZREM', q, member) end
 local h = redis.call('HGET', st, 'h')
 local held = h and holds(h, inc, seq, through ~= '' and through or seq)
 if held then
-  redis.call('HDEL', st, 'h')
-  if through == '' then restore_previous(st) end
+  if through == '' then unhold(st) else redis.call('HDEL', st, 'h') end
 end
 -- A withdrawn ticket's message did not get its turn: the next holder takes it over, if it
 -- was journaled.

@@ -95,6 +95,15 @@ local function restore_previous(st)
   local p = redis.call('HGET', st, 'p')
   if p and p ~= '' then redis.call('HSET', st, 'l', p) else redis.call('HDEL', st, 'l') end
 end
+-- Drops a holder under whose turn nothing ran (its ticket withdrawn, or its reply lost): the
+-- previous holder comes back, and what its grant passed over, which nobody took over, is
+-- named again in the next grant.
+local function unhold(st)
+  local hd = redis.call('HGET', st, 'hd')
+  for other in string.gmatch(hd or '', '[^,]+') do passed(st, other) end
+  redis.call('HDEL', st, 'h', 'hd')
+  restore_previous(st)
+end
 -- Tells the incarnation a grant went to, on its own channel, grant included, so its waiter
 -- needs no round trip; a grant to the caller's incarnation `inc` is answered in the reply
 -- instead, and returned as `{seq, fence, prev, passed over}`.

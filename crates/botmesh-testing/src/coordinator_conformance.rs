@@ -287,6 +287,25 @@ async fn cancel<H: CoordinatorHarness>(s: &Suite<'_, H>) {
     let t6 = b.take_ticket(&key).await.unwrap();
     let g6 = t6.grant.expect("a ticket cancelled with its turn leaves the chat free");
     assert!(b.release_turn(&g6).await.unwrap());
+
+    // A ticket withdrawn once granted, before anything ran under its turn (its wait gave up,
+    // its replica stalled): nobody took over what its grant passed over, so the next grant
+    // names it again.
+    let c = s.live("c").await;
+    let g7 = a.take_ticket(&key).await.unwrap().grant.unwrap();
+    let t8 = b.take_ticket(&key).await.unwrap();
+    let t9 = c.take_ticket(&key).await.unwrap();
+    assert!(a.release_turn_with(&g7, &ReleaseOptions::used().handing_back()).await.unwrap());
+    let g8 = b.wait_turn(&t8, LONG).await.unwrap();
+    assert_eq!(g8.passed_over, [a.incarnation()], "a handed its work back");
+    b.cancel_ticket(&t8).await.unwrap();
+    let g9 = c.wait_turn(&t9, LONG).await.unwrap();
+    assert!(
+        g9.passed_over.iter().any(|i| i == a.incarnation()),
+        "still to be taken over: {:?}",
+        g9.passed_over
+    );
+    assert!(c.release_turn(&g9).await.unwrap());
 }
 
 /// A replica that stops heartbeating loses its turns after its lease, and its queued tickets

@@ -487,7 +487,13 @@ impl HubState {
                 k.pass_over(&me.incarnation);
                 k.changed.notify_waiters();
             } else if k.held_by(me, ticket.seq) {
-                k.holder = None;
+                // Nothing ran under the turn, so nobody took over what its grant passed over:
+                // the next grant names them again.
+                if let Some(holder) = k.holder.take() {
+                    for other in &holder.grant.passed_over {
+                        k.pass_over(other);
+                    }
+                }
                 k.pass_over(&me.incarnation);
                 k.changed.notify_waiters();
             }
