@@ -18,6 +18,8 @@
 //!   `RedisStore` as the store: round trips counted from `INFO commandstats` (script calls and
 //!   plain commands, not the commands scripts run inside Redis), the durable run minus the same
 //!   run without durability, each one replica made by its store (see [`replica`]).
+//! - `durable_idle_p50_us`: the median time one durable message takes when it is alone (see
+//!   [`durable_idle_p50_us`]): the latency of the round trips it waits for.
 //! - `durable_msgs_per_s`: the `replicas3_msgs_per_s` load with durability on, each replica
 //!   with a `RedisStore` of its own and the coordinator that store makes, as deployed (see
 //!   [`replica`]); `durable_vs_replicas3_ratio` the one over the other.
@@ -242,6 +244,29 @@ async fn store_round_trips(url: &str, durable: bool) -> Res<f64> {
     round_trips_per_msg(url, replica, &[SCRIPT_CALLS, PLAIN_CALLS].concat()).await
 }
 
+/// The median time, in µs, one durable message of one chat takes on an otherwise idle replica
+/// made by its store (see [`replica`]): from its arrival until the bot is idle again, its
+/// reply sent and its turn given back. Messages go one at a time, so nothing batches: every
+/// round trip of the message's path is waited for.
+async fn durable_idle_p50_us(url: &str) -> Res<f64> {
+    const MESSAGES: usize = 500;
+    flush(url).await?;
+    let builder = echo(Bot::builder()).durability(Durability::new());
+    let (bot, provider) = replica(url, "idle", "a", builder).await?;
+    provider.say("chat", "warm");
+    provider.settled(&bot).await;
+    let mut took = Vec::with_capacity(MESSAGES);
+    for _ in 0..MESSAGES {
+        let start = Instant::now();
+        provider.say("chat", "x");
+        provider.settled(&bot).await;
+        took.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    bot.stop().await?;
+    took.sort_by(f64::total_cmp);
+    Ok(percentile(&took, 0.5))
+}
+
 /// The lock a naive bot takes around each message: `SET NX PX`, polled every 5 ms.
 async fn naive_lock(
     conn: &mut redis::aio::MultiplexedConnection,
@@ -387,6 +412,7 @@ pub(crate) async fn run() -> Res<Figures> {
         three.push(replica(&url, "load", id, builder).await?);
     }
     let durable = load_run(&url, &three).await.map_err(|e| format!("the durable run: {e}"))?;
+    let idle_p50 = durable_idle_p50_us(&url).await?;
     let extra_writes =
         store_round_trips(&url, true).await? - store_round_trips(&url, false).await?;
 
@@ -445,6 +471,7 @@ pub(crate) async fn run() -> Res<Figures> {
         ("naive_lock_msgs_per_s", naive, "msg/s"),
         ("replicas3_vs_naive_ratio", replicas3.msgs_per_s / naive, "x"),
         ("durable_extra_writes_per_msg", extra_writes, "commands/msg"),
+        ("durable_idle_p50_us", idle_p50, "us"),
         ("durable_msgs_per_s", durable.msgs_per_s, "msg/s"),
         ("durable_vs_replicas3_ratio", durable.msgs_per_s / replicas3.msgs_per_s, "x"),
         ("durable_redis_cmds_per_msg", durable.cmds_per_msg, "commands/msg"),
