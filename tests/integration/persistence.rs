@@ -2,10 +2,11 @@
 //! corrupt checkpoints.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use botmesh_core::traits::{CheckpointWrite, Store};
-use botmesh_core::{Ask, BotError, EndReason, Event, Flow, MemoryStore, Step, Trigger};
-use botmesh_testing::TestProvider;
+use botmesh_core::traits::{CheckpointWrite, JournalStore, Store};
+use botmesh_core::{Ask, BotError, Durability, EndReason, Event, Flow, MemoryStore, Step, Trigger};
+use botmesh_testing::{FaultyStore, TestProvider};
 use serde_json::json;
 
 use crate::support::{Recorder, builder};
@@ -168,4 +169,71 @@ async fn stopping_keeps_a_waiting_persistent_flow_s_checkpoint() {
             .any(|e| matches!(e, Event::ConversationEnded { reason: EndReason::Stopped, .. }))
     );
     assert!(store.get_checkpoint("test:c").await.unwrap().is_some());
+}
+
+/// A second process on `store` (wrapped so its checkpoint reads can fail), with a handler for
+/// messages no conversation takes, after a first one parked the flow on "Size?".
+async fn parked_then_faulty(
+    durable: bool,
+) -> (botmesh_core::Bot, TestProvider, Recorder, Arc<FaultyStore>) {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (first, p1, _) = bot_on(Arc::clone(&store)).await;
+    p1.say("c", "order");
+    p1.settled(&first).await;
+    first.stop().await.unwrap();
+
+    let faulty = Arc::new(FaultyStore::new(store));
+    let provider = TestProvider::new();
+    let rec = Recorder::default();
+    let mut b = botmesh_core::Bot::builder()
+        .provider(provider.clone())
+        .store(Arc::clone(&faulty) as Arc<dyn Store>)
+        .flow(flow())
+        .on_message(|ctx| async move {
+            ctx.reply(format!("new message {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        });
+    if durable {
+        b = b.durability(Durability::new());
+    }
+    let bot = rec.attach(b).build().unwrap();
+    bot.start().await.unwrap();
+    (bot, provider, rec, faulty)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_whose_checkpoint_cannot_be_read_is_not_routed_as_a_new_message() {
+    let (bot, provider, rec, store) = parked_then_faulty(false).await;
+    store.fail_checkpoint_reads(1);
+    provider.say("c", "L");
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c"), Vec::<String>::new(), "no handler took the answer");
+    assert_eq!(rec.errors().len(), 1, "the failed read is reported: {:?}", rec.errors());
+
+    // The store is back: the flow is still parked on its question and takes the answer.
+    provider.say("c", "L");
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c"), ["Gift wrap?"]);
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_durability_an_answer_whose_checkpoint_cannot_be_read_stays_journaled_and_runs_again()
+{
+    let (bot, provider, rec, store) = parked_then_faulty(true).await;
+    store.fail_checkpoint_reads(1);
+    provider.say("c", "L");
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c"), Vec::<String>::new(), "no handler took the answer");
+    assert_eq!(rec.errors().len(), 1, "the failed read is reported: {:?}", rec.errors());
+    let pending = store.inbox_pending(10).await.unwrap();
+    assert_eq!(pending.len(), 1, "handed back, not acknowledged");
+
+    // One process replays what its journal holds when it starts again.
+    bot.stop().await.unwrap();
+    bot.start().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c"), ["Gift wrap?"], "replayed, it reached the flow");
+    bot.stop().await.unwrap();
 }

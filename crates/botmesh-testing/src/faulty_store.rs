@@ -32,6 +32,8 @@ fn capability<'a, C: ?Sized>(found: Option<&'a C>, op: &'static str) -> Result<&
 ///   never answer, as on a connection that went silent.
 /// - [`fail_checkpoint_writes`](Self::fail_checkpoint_writes): the next writes fail with a
 ///   store error without landing.
+/// - [`fail_checkpoint_reads`](Self::fail_checkpoint_reads): the next checkpoint reads fail
+///   with a store error.
 /// - [`fail_acknowledgements`](Self::fail_acknowledgements): the next journal
 ///   acknowledgements fail the same way.
 /// - [`refuse_lock_renewals`](Self::refuse_lock_renewals): the next fenced lock renewals
@@ -48,6 +50,7 @@ pub struct FaultyStore {
     delay: Mutex<Option<Duration>>,
     hang: AtomicU32,
     fail: AtomicU32,
+    fail_reads: AtomicU32,
     fail_acks: AtomicU32,
     fail_appends: AtomicU32,
     refuse_renewals: AtomicU32,
@@ -74,6 +77,7 @@ impl FaultyStore {
             delay: Mutex::new(None),
             hang: AtomicU32::new(0),
             fail: AtomicU32::new(0),
+            fail_reads: AtomicU32::new(0),
             fail_acks: AtomicU32::new(0),
             fail_appends: AtomicU32::new(0),
             refuse_renewals: AtomicU32::new(0),
@@ -96,6 +100,12 @@ impl FaultyStore {
     /// Makes the next `count` checkpoint writes fail without landing.
     pub fn fail_checkpoint_writes(&self, count: u32) {
         self.fail.store(count, Ordering::SeqCst);
+    }
+
+    /// Makes the next `count` checkpoint reads (`get_checkpoint`) fail, as on a connection
+    /// that dropped or timed out.
+    pub fn fail_checkpoint_reads(&self, count: u32) {
+        self.fail_reads.store(count, Ordering::SeqCst);
     }
 
     /// Makes the next `count` journal acknowledgements (`inbox_ack`) fail without landing.
@@ -205,6 +215,9 @@ impl Store for FaultyStore {
     }
 
     async fn get_checkpoint(&self, key: &str) -> Result<Option<CheckpointRecord>> {
+        if Self::take(&self.fail_reads) {
+            return Err(Error::store("get_checkpoint", "the test failed this read"));
+        }
         self.inner.get_checkpoint(key).await
     }
 

@@ -13,7 +13,7 @@ use crate::flow::Def;
 use crate::handover::{Fallback, FallbackReason, HandoverInfo};
 use crate::runner::Resume;
 use crate::texts::keys;
-use crate::{BotError, Event, HandoverOutcome, Message};
+use crate::{BotError, Event, HandoverOutcome, Message, Result};
 
 /// What the store holds for a chat without a conversation in memory.
 pub(super) enum Found {
@@ -147,16 +147,13 @@ impl Worker {
     }
 
     /// Looks for a checkpoint to continue from, or a stub to hand to the fallback; `msg` is
-    /// the message that woke the chat.
-    pub(super) async fn load_checkpoint(&mut self, msg: &Message) -> Option<Found> {
-        let record = match self.shared().checkpoints().read(self.key.as_str()).await {
-            Ok(r) => r?,
-            Err(e) => {
-                self.report(e.into());
-                return None;
-            }
-        };
-        self.found_in(record, Some(msg)).await
+    /// the message that woke the chat. A read that fails is the store's error: what the chat
+    /// holds is unknown then, and the caller must not route `msg` as if it held nothing.
+    pub(super) async fn load_checkpoint(&mut self, msg: &Message) -> Result<Option<Found>> {
+        match self.shared().checkpoints().read(self.key.as_str()).await? {
+            Some(record) => Ok(self.found_in(record, Some(msg)).await),
+            None => Ok(None),
+        }
     }
 
     /// What checkpoint row `record` holds: a flow to continue (handing `waking` to the wait

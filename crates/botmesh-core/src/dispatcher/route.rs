@@ -57,7 +57,20 @@ impl Worker {
             || def.handover.writes_anything()
             || (changed_hands && def.has_flows);
         let found = match self.active {
-            None if reads => Box::pin(self.load_checkpoint(&msg)).await,
+            None if reads => match Box::pin(self.load_checkpoint(&msg)).await {
+                Ok(found) => found,
+                Err(e) => {
+                    // A conversation may be parked on this very message: routed as new, the
+                    // answer would go to a handler and the flow take the next message for it,
+                    // or the replica that reads the row later answer it after its successors.
+                    // A store failing under the message, as for a write: with durability it is
+                    // handed back and replayed; without, it is reported and dropped.
+                    self.outcome.faulted = true;
+                    self.report(e);
+                    self.current = None;
+                    return;
+                }
+            },
             _ => None,
         };
         match self.exit_for(&msg, found.as_ref()) {
