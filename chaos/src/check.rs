@@ -6,9 +6,13 @@
 //! fence, and every checkpoint write that landed). All timestamps are on one monotonic clock.
 //!
 //! Faults outside the guarantees (Redis restarted empty: every lease, fence and journal entry
-//! gone) are not hidden: what they break is counted apart, in [`Outside`].
+//! gone) are not hidden: what they break is counted apart, in [`Outside`]. So are the effects a
+//! replica let go before it froze and that landed once it resumed: the fence is a local check
+//! right before a send (or an acknowledgement), and what a process handed its HTTP stack just
+//! before a `SIGSTOP` leaves it when the process runs again. The replicas write down when they
+//! let each go (`Record::Sending`, `Record::Accepted`), so only those count as such.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -137,6 +141,10 @@ pub struct Outside {
     pub duplicate_sends: u64,
     /// Checkpoint writes from a superseded holder next to such a restart.
     pub stale_writes: u64,
+    /// Sends that passed their turn's check before their replica was stopped and reached the
+    /// platform after the stop began. The overlaps and order violations they alone make are
+    /// counted in `overlaps` and `order_violations` above.
+    pub sends_across_stops: u64,
 }
 
 /// A lost message the spec allows without durability: it waited on a replica that died (or
@@ -219,6 +227,8 @@ impl Report {
 struct Span {
     start: u64,
     last_effect: Option<u64>,
+    /// The last effect that was not in flight across a stop of its replica.
+    last_inside: Option<u64>,
 }
 
 /// How long an acknowledgement may take from the replica that sent it to the load generator,
@@ -255,7 +265,53 @@ impl Overtaken {
     }
 }
 
+/// When each replica let each send go, by (chat, message, kind, fence, replica).
+type Sendings<'a> = HashMap<(u32, u32, &'a str, u64, &'a str), Vec<u64>>;
+
 impl Run {
+    fn sendings(&self) -> Sendings<'_> {
+        let mut out: Sendings<'_> = HashMap::new();
+        for r in &self.history {
+            if let Record::Sending { chat, seq, kind, fence, replica, t } = r {
+                out.entry((*chat, *seq, kind.as_str(), *fence, replica.as_str()))
+                    .or_default()
+                    .push(*t);
+            }
+        }
+        out
+    }
+
+    /// Whether send `s` passed its turn's check before a stop of its replica began and reached
+    /// the platform after: in flight across the freeze.
+    fn across_stop(&self, sendings: &Sendings<'_>, s: &Sent) -> bool {
+        let key = (s.chat, s.seq, s.kind.as_str(), s.fence, s.replica.as_str());
+        let Some(let_go) = sendings.get(&key).and_then(|ts| ts.iter().filter(|&&t| t <= s.t).max())
+        else {
+            return false;
+        };
+        self.faults.iter().any(|f| {
+            f.kind == FaultKind::Stop
+                && f.replica.as_deref() == Some(s.replica.as_str())
+                && *let_go <= f.t
+                && f.t <= s.t
+        })
+    }
+
+    /// When `replica` took delivery of message `seq` of `chat` last, no later than `until`.
+    fn accepted_at(&self, chat: u32, seq: u32, replica: &str, until: u64) -> Option<u64> {
+        self.history
+            .iter()
+            .filter_map(|r| match r {
+                Record::Accepted { chat: c, seq: q, replica: r, t }
+                    if *c == chat && *q == seq && r == replica && *t <= until =>
+                {
+                    Some(*t)
+                }
+                _ => None,
+            })
+            .max()
+    }
+
     /// The restarts of Redis with no data, as (start, end of the window around it where the
     /// guarantees do not hold).
     fn wipes(&self) -> Vec<(u64, u64)> {
@@ -292,12 +348,19 @@ impl Run {
     }
 
     fn check_replies(&self, report: &mut Report) {
-        // First reply of each message; duplicate sends.
+        // First reply of each message (and whether it was in flight across a stop); duplicate
+        // sends.
+        let sendings = self.sendings();
         let mut first: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut across: HashSet<(u32, u32, u64)> = HashSet::new();
         let mut seen: HashMap<(u32, u32, &str), u64> = HashMap::new();
         for s in &self.sent {
             let f = first.entry((s.chat, s.seq)).or_insert(s.t);
             *f = (*f).min(s.t);
+            if self.across_stop(&sendings, s) {
+                report.outside_guarantees.sends_across_stops += 1;
+                across.insert((s.chat, s.seq, s.t));
+            }
             if let Some(&earlier) = seen.get(&(s.chat, s.seq, s.kind.as_str())) {
                 if self.outside(earlier) || self.outside(s.t) {
                     report.outside_guarantees.duplicate_sends += 1;
@@ -339,10 +402,15 @@ impl Run {
             let waiting_at = |t: u64| overtaken.first_after(a.chat, a.seq).is_none_or(|o| o > t);
             // The first fault after the acknowledgement that could take the message with it:
             // a restart of Redis with no data, or the death or freeze of the replica holding it.
+            // Taken before the fault began, acknowledged after: the acknowledgement was on its
+            // way out as the replica froze (or died).
+            let accepted = self.accepted_at(a.chat, a.seq, &a.replica, a.t);
             let next = self
                 .faults
                 .iter()
-                .filter(|f| f.t + IN_FLIGHT >= a.t)
+                .filter(|f| {
+                    f.t + IN_FLIGHT >= a.t || accepted.is_some_and(|t| t <= f.t && f.t <= a.t)
+                })
                 .filter(|f| match f.kind {
                     FaultKind::Restart => true,
                     FaultKind::Kill | FaultKind::Stop => {
@@ -394,18 +462,22 @@ impl Run {
         }
 
         // Order: per chat, first replies by message number must come in time order.
-        for replies in by_chat.values() {
-            let mut latest: Option<u64> = None;
-            for &(_, t) in replies.iter() {
+        for (&chat, replies) in &by_chat {
+            let mut latest: Option<(u64, bool)> = None;
+            for &(seq, t) in replies.iter() {
                 match latest {
-                    Some(l) if t < l => {
-                        if self.outside(t) || self.outside(l) || self.epoch(t) != self.epoch(l) {
+                    Some((l, late)) if t < l => {
+                        if late
+                            || self.outside(t)
+                            || self.outside(l)
+                            || self.epoch(t) != self.epoch(l)
+                        {
                             report.outside_guarantees.order_violations += 1;
                         } else {
                             report.order_violations += 1;
                         }
                     }
-                    _ => latest = Some(t),
+                    _ => latest = Some((t, across.contains(&(chat, seq, t)))),
                 }
             }
         }
@@ -424,7 +496,7 @@ impl Run {
                 .entry((chat, self.epoch(t)))
                 .or_default()
                 .entry(fence)
-                .or_insert(Span { start: t, last_effect: None });
+                .or_insert(Span { start: t, last_effect: None, last_inside: None });
             span.start = span.start.min(t);
         };
         for r in &self.history {
@@ -443,28 +515,39 @@ impl Run {
         for list in grants.values_mut() {
             list.sort_unstable();
         }
+        let sendings = self.sendings();
+        let later = |e: Option<u64>, t: u64| Some(e.map_or(t, |e| e.max(t)));
         for s in &self.sent {
+            let across = self.across_stop(&sendings, s);
             if let Some(span) =
                 spans.get_mut(&(s.chat, self.epoch(s.t))).and_then(|f| f.get_mut(&s.fence))
             {
-                span.last_effect = Some(span.last_effect.map_or(s.t, |e| e.max(s.t)));
+                span.last_effect = later(span.last_effect, s.t);
+                if !across {
+                    span.last_inside = later(span.last_inside, s.t);
+                }
             }
         }
         for fences in spans.values() {
             // Ascending fences: no lower fence may have an effect after a higher one started.
-            let mut latest: Option<u64> = None;
+            // `inside` leaves out the sends in flight across a stop.
+            let (mut latest, mut inside): (Option<u64>, Option<u64>) = (None, None);
             for span in fences.values() {
                 if let Some(l) = latest
                     && l > span.start
                 {
-                    if self.outside(l) || self.outside(span.start) {
+                    let only_across = inside.is_none_or(|i| i <= span.start);
+                    if only_across || self.outside(l) || self.outside(span.start) {
                         report.outside_guarantees.overlaps += 1;
                     } else {
                         report.overlaps += 1;
                     }
                 }
                 if let Some(e) = span.last_effect {
-                    latest = Some(latest.map_or(e, |l| l.max(e)));
+                    latest = later(latest, e);
+                }
+                if let Some(e) = span.last_inside {
+                    inside = later(inside, e);
                 }
             }
         }
@@ -648,6 +731,56 @@ mod tests {
         // The acknowledgement arrived 5 ms after the replica that sent it was stopped.
         run.acked.push(acked(1, 2, "a", 40 * MS));
         run.faults.push(fault(FaultKind::Stop, Some("a"), 35 * MS, 3035 * MS));
+        let report = run.check();
+        assert_eq!((report.lost, report.lost_allowed), (0, 1), "{report:?}");
+        assert_eq!(report.accounted[0].fault, FaultKind::Stop);
+    }
+
+    fn sending(chat: u32, seq: u32, replica: &str, fence: u64, t: u64) -> Record {
+        Record::Sending { chat, seq, kind: "echo".into(), fence, replica: replica.into(), t }
+    }
+
+    /// `a`'s reply to message 0 reaches the platform after `b` answered message 1 under a
+    /// higher fence, `a` having been stopped from 12 ms to 3,012 ms; `a` let it go at `let_go`.
+    fn late_reply_of_a(let_go: u64) -> Run {
+        let mut run = clean();
+        run.sent[0].t = 3015 * MS;
+        run.history.push(sending(1, 0, "a", 1, let_go));
+        run.faults.push(fault(FaultKind::Stop, Some("a"), 12 * MS, 3012 * MS));
+        run
+    }
+
+    #[test]
+    fn a_send_let_go_before_its_replica_froze_that_lands_after_is_counted_apart() {
+        let report = late_reply_of_a(9 * MS).check();
+        assert_eq!((report.overlaps, report.order_violations), (0, 0), "{report:?}");
+        let o = &report.outside_guarantees;
+        assert_eq!((o.overlaps, o.order_violations, o.sends_across_stops), (1, 1, 1));
+    }
+
+    #[test]
+    fn a_send_let_go_after_its_replica_resumed_is_a_violation() {
+        let report = late_reply_of_a(3013 * MS).check();
+        assert_eq!((report.overlaps, report.order_violations), (1, 1), "{report:?}");
+        assert_eq!(report.outside_guarantees.sends_across_stops, 0);
+    }
+
+    #[test]
+    fn without_durability_a_message_taken_before_its_replica_froze_and_acknowledged_after_is_accounted_for()
+     {
+        let mut run = clean();
+        run.durability = false;
+        // The acknowledgement arrived after the stop ended, long past `IN_FLIGHT`.
+        run.acked.push(acked(1, 2, "a", 3040 * MS));
+        run.faults.push(fault(FaultKind::Stop, Some("a"), 35 * MS, 3035 * MS));
+        let taken = |t| Record::Accepted { chat: 1, seq: 2, replica: "a".into(), t };
+
+        run.history.push(taken(3037 * MS));
+        let report = run.check();
+        assert_eq!((report.lost, report.lost_allowed), (1, 0), "taken after the stop: {report:?}");
+
+        run.history.pop();
+        run.history.push(taken(34 * MS));
         let report = run.check();
         assert_eq!((report.lost, report.lost_allowed), (0, 1), "{report:?}");
         assert_eq!(report.accounted[0].fault, FaultKind::Stop);

@@ -353,8 +353,14 @@ fn print_table(report: &Report) {
         (
             "outside guarantees",
             format!(
-                "lost {}, overlaps {}, order {}, duplicate sends {}, stale writes {}",
-                o.lost, o.overlaps, o.order_violations, o.duplicate_sends, o.stale_writes
+                "lost {}, overlaps {}, order {}, duplicate sends {}, stale writes {}, \
+                 sends across stops {}",
+                o.lost,
+                o.overlaps,
+                o.order_violations,
+                o.duplicate_sends,
+                o.stale_writes,
+                o.sends_across_stops
             ),
         ),
     ];

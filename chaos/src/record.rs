@@ -148,6 +148,35 @@ pub enum Record {
         /// When.
         t: u64,
     },
+    /// The transport was handed reply `seq` `kind` of `chat` under `fence`: the turn's check
+    /// before the send had passed. `t` is when; the platform may receive it much later, when
+    /// the process froze in between (see `check.rs`).
+    Sending {
+        /// The chat number.
+        chat: u32,
+        /// The message it answers.
+        seq: u32,
+        /// What kind of reply it is.
+        kind: String,
+        /// The turn's fence.
+        fence: u64,
+        /// The replica id.
+        replica: String,
+        /// When.
+        t: u64,
+    },
+    /// The bot took delivery of message `seq` of `chat`: the `200 OK` goes out now. `t` is
+    /// when; the load generator may get it much later, when the process froze in between.
+    Accepted {
+        /// The chat number.
+        chat: u32,
+        /// The message number.
+        seq: u32,
+        /// The replica id.
+        replica: String,
+        /// When.
+        t: u64,
+    },
     /// Something the bot reported about a chat (a replay, a duplicate, a skipped send, an
     /// error), for reading a history by eye.
     Note {

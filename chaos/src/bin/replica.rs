@@ -96,6 +96,7 @@ struct Webhook {
     platform: String,
     client: reqwest::Client,
     slot: IntakeSlot,
+    log: Log,
 }
 
 #[async_trait]
@@ -134,6 +135,7 @@ impl Provider for Webhook {
             op: "send",
             source: Box::new(e),
         };
+        self.log.sending(&body.chat, &body.text);
         let mut request = self.client.post(format!("{}/send", self.platform)).json(&body);
         if let Some(key) = &message.idempotency_key {
             request = request.header("idempotency-key", key);
@@ -543,6 +545,27 @@ impl Log {
         });
     }
 
+    /// Writes down that the reply with `text` to `chat` is handed to the HTTP client now.
+    fn sending(&self, chat: &str, text: &str) {
+        let (Some(chat), Some(reply)) = (chat.strip_prefix('c'), Reply::parse(text)) else {
+            return;
+        };
+        let Ok(chat) = chat.parse() else { return };
+        self.history.write(&Record::Sending {
+            chat,
+            seq: reply.seq,
+            kind: reply.kind,
+            fence: reply.fence,
+            replica: self.replica.clone(),
+            t: now_ns(),
+        });
+    }
+
+    /// Writes down that delivery `seq` of `chat` was taken, at `t`.
+    fn accepted(&self, chat: u32, seq: u32, t: u64) {
+        self.history.write(&Record::Accepted { chat, seq, replica: self.replica.clone(), t });
+    }
+
     /// Writes down that message `id` was taken as `kind` under `fence`, and returns its number.
     fn handled(&self, id: &str, kind: &str, fence: Option<u64>) -> Option<u32> {
         let (chat, seq) = parse_message_id(id)?;
@@ -619,10 +642,15 @@ async fn echo(log: Log, ctx: Ctx) -> Result<(), BotError> {
     Ok(())
 }
 
-async fn webhook(State(slot): State<IntakeSlot>, Json(d): Json<Delivery>) -> Response {
+async fn webhook(
+    State((slot, log)): State<(IntakeSlot, Log)>,
+    Json(d): Json<Delivery>,
+) -> Response {
     let inbound = Inbound::text(PROVIDER, message_id(d.chat, d.seq), chat_id(d.chat), d.body);
     let verdict = slot.accept(inbound).await;
-    if !verdict.is_taken() {
+    if verdict.is_taken() {
+        log.accepted(d.chat, d.seq, now_ns());
+    } else {
         tracing::warn!(verdict = %verdict, "refused a delivery; the sender retries");
     }
     verdict.into_response()
@@ -669,8 +697,9 @@ async fn main() -> Result<()> {
             .build()
             .context("building the HTTP client")?,
         slot: IntakeSlot::new(),
+        log: log.clone(),
     };
-    let slot = provider.slot.clone();
+    let slot = (provider.slot.clone(), log.clone());
     let (echo_log, note_log) = (log.clone(), log.clone());
     let mut builder = Bot::builder()
         .on(move |event| note_log.note(event))
