@@ -18,6 +18,10 @@ use serde::Serialize;
 
 use crate::record::Record;
 
+mod in_flight;
+
+use in_flight::{IN_FLIGHT, LetGo};
+
 /// A message the load generator got a `200 OK` for.
 #[derive(Debug, Clone, Serialize)]
 pub struct Acked {
@@ -231,11 +235,6 @@ struct Span {
     last_inside: Option<u64>,
 }
 
-/// How long an acknowledgement may take from the replica that sent it to the load generator,
-/// in ns: a replica frozen or killed this soon before the acknowledgement arrived had sent it
-/// already, with the message still waiting in it.
-const IN_FLIGHT: u64 = 250_000_000;
-
 /// When each chat's messages were first answered, to tell whether a message was overtaken.
 struct Overtaken {
     /// Per chat, (message number, first reply) by message number, with the earliest reply
@@ -265,53 +264,7 @@ impl Overtaken {
     }
 }
 
-/// When each replica let each send go, by (chat, message, kind, fence, replica).
-type Sendings<'a> = HashMap<(u32, u32, &'a str, u64, &'a str), Vec<u64>>;
-
 impl Run {
-    fn sendings(&self) -> Sendings<'_> {
-        let mut out: Sendings<'_> = HashMap::new();
-        for r in &self.history {
-            if let Record::Sending { chat, seq, kind, fence, replica, t } = r {
-                out.entry((*chat, *seq, kind.as_str(), *fence, replica.as_str()))
-                    .or_default()
-                    .push(*t);
-            }
-        }
-        out
-    }
-
-    /// Whether send `s` passed its turn's check before a stop of its replica began and reached
-    /// the platform after: in flight across the freeze.
-    fn across_stop(&self, sendings: &Sendings<'_>, s: &Sent) -> bool {
-        let key = (s.chat, s.seq, s.kind.as_str(), s.fence, s.replica.as_str());
-        let Some(let_go) = sendings.get(&key).and_then(|ts| ts.iter().filter(|&&t| t <= s.t).max())
-        else {
-            return false;
-        };
-        self.faults.iter().any(|f| {
-            f.kind == FaultKind::Stop
-                && f.replica.as_deref() == Some(s.replica.as_str())
-                && *let_go <= f.t
-                && f.t <= s.t
-        })
-    }
-
-    /// When `replica` took delivery of message `seq` of `chat` last, no later than `until`.
-    fn accepted_at(&self, chat: u32, seq: u32, replica: &str, until: u64) -> Option<u64> {
-        self.history
-            .iter()
-            .filter_map(|r| match r {
-                Record::Accepted { chat: c, seq: q, replica: r, t }
-                    if *c == chat && *q == seq && r == replica && *t <= until =>
-                {
-                    Some(*t)
-                }
-                _ => None,
-            })
-            .max()
-    }
-
     /// The restarts of Redis with no data, as (start, end of the window around it where the
     /// guarantees do not hold).
     fn wipes(&self) -> Vec<(u64, u64)> {
@@ -350,14 +303,14 @@ impl Run {
     fn check_replies(&self, report: &mut Report) {
         // First reply of each message (and whether it was in flight across a stop); duplicate
         // sends.
-        let sendings = self.sendings();
+        let let_go = LetGo::new(&self.history);
         let mut first: HashMap<(u32, u32), u64> = HashMap::new();
         let mut across: HashSet<(u32, u32, u64)> = HashSet::new();
         let mut seen: HashMap<(u32, u32, &str), u64> = HashMap::new();
         for s in &self.sent {
             let f = first.entry((s.chat, s.seq)).or_insert(s.t);
             *f = (*f).min(s.t);
-            if self.across_stop(&sendings, s) {
+            if let_go.across_stop(&self.faults, s) {
                 report.outside_guarantees.sends_across_stops += 1;
                 across.insert((s.chat, s.seq, s.t));
             }
@@ -404,7 +357,7 @@ impl Run {
             // a restart of Redis with no data, or the death or freeze of the replica holding it.
             // Taken before the fault began, acknowledged after: the acknowledgement was on its
             // way out as the replica froze (or died).
-            let accepted = self.accepted_at(a.chat, a.seq, &a.replica, a.t);
+            let accepted = let_go.accepted_at(a.chat, a.seq, &a.replica, a.t);
             let next = self
                 .faults
                 .iter()
@@ -515,10 +468,10 @@ impl Run {
         for list in grants.values_mut() {
             list.sort_unstable();
         }
-        let sendings = self.sendings();
+        let let_go = LetGo::new(&self.history);
         let later = |e: Option<u64>, t: u64| Some(e.map_or(t, |e| e.max(t)));
         for s in &self.sent {
-            let across = self.across_stop(&sendings, s);
+            let across = let_go.across_stop(&self.faults, s);
             if let Some(span) =
                 spans.get_mut(&(s.chat, self.epoch(s.t))).and_then(|f| f.get_mut(&s.fence))
             {
@@ -633,206 +586,4 @@ impl Run {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn handled(chat: u32, seq: u32, replica: &str, fence: u64, t: u64) -> Record {
-        Record::Handled { chat, seq, kind: "echo".into(), replica: replica.into(), fence, t }
-    }
-
-    fn sent(chat: u32, seq: u32, replica: &str, fence: u64, t: u64) -> Sent {
-        Sent { chat, seq, kind: "echo".into(), fence, replica: replica.into(), t, key: None }
-    }
-
-    fn acked(chat: u32, seq: u32, replica: &str, t: u64) -> Acked {
-        Acked { chat, seq, replica: replica.into(), t }
-    }
-
-    fn fault(kind: FaultKind, replica: Option<&str>, t: u64, t_end: u64) -> Fault {
-        Fault { kind, replica: replica.map(Into::into), at_ms: 0, lasted_ms: 0, t, t_end }
-    }
-
-    fn clean() -> Run {
-        Run {
-            acked: vec![acked(1, 0, "a", 0), acked(1, 1, "b", 5 * MS)],
-            history: vec![handled(1, 0, "a", 1, MS), handled(1, 1, "b", 2, 20 * MS)],
-            sent: vec![sent(1, 0, "a", 1, 10 * MS), sent(1, 1, "b", 2, 30 * MS)],
-            lease_ms: 1000,
-            durability: true,
-            ..Run::default()
-        }
-    }
-
-    #[test]
-    fn a_clean_history_has_no_violation() {
-        let report = clean().check();
-        assert_eq!(report.violations(), 0, "{report:?}");
-        assert_eq!(
-            (report.messages_sent, report.messages_handled, report.messages_replied),
-            (2, 2, 2)
-        );
-    }
-
-    #[test]
-    fn a_reply_from_a_lower_fence_after_a_higher_one_started_is_an_overlap() {
-        let mut run = clean();
-        run.sent[0].t = 25 * MS;
-        let report = run.check();
-        assert_eq!(report.overlaps, 1);
-    }
-
-    #[test]
-    fn replies_in_the_wrong_order_are_an_order_violation() {
-        let mut run = clean();
-        run.history = vec![handled(1, 1, "b", 1, MS), handled(1, 0, "a", 2, 20 * MS)];
-        run.sent = vec![sent(1, 1, "b", 1, 10 * MS), sent(1, 0, "a", 2, 30 * MS)];
-        assert_eq!(run.check().order_violations, 1);
-    }
-
-    #[test]
-    fn an_unanswered_message_is_lost_and_a_second_reply_is_a_duplicate_send() {
-        let mut run = clean();
-        run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.sent.push(sent(1, 1, "b", 2, 31 * MS));
-        let report = run.check();
-        assert_eq!((report.lost, report.duplicate_sends), (1, 1));
-    }
-
-    #[test]
-    fn without_durability_a_message_waiting_on_a_killed_replica_is_accounted_for() {
-        let mut run = clean();
-        run.durability = false;
-        run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.faults.push(fault(FaultKind::Kill, Some("a"), 41 * MS, 42 * MS));
-        let report = run.check();
-        assert_eq!((report.lost, report.lost_allowed), (0, 1));
-        assert_eq!(report.accounted[0].fault, FaultKind::Kill);
-    }
-
-    #[test]
-    fn without_durability_a_message_overtaken_before_its_replica_died_is_lost() {
-        let mut run = clean();
-        run.durability = false;
-        run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.acked.push(acked(1, 3, "b", 45 * MS));
-        run.history.push(handled(1, 3, "b", 3, 46 * MS));
-        run.sent.push(sent(1, 3, "b", 3, 50 * MS));
-        run.faults.push(fault(FaultKind::Kill, Some("a"), 100 * MS, 101 * MS));
-        let report = run.check();
-        assert_eq!((report.lost, report.lost_allowed), (1, 0), "{report:?}");
-    }
-
-    #[test]
-    fn without_durability_a_message_acknowledged_as_its_replica_froze_is_accounted_for() {
-        let mut run = clean();
-        run.durability = false;
-        // The acknowledgement arrived 5 ms after the replica that sent it was stopped.
-        run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.faults.push(fault(FaultKind::Stop, Some("a"), 35 * MS, 3035 * MS));
-        let report = run.check();
-        assert_eq!((report.lost, report.lost_allowed), (0, 1), "{report:?}");
-        assert_eq!(report.accounted[0].fault, FaultKind::Stop);
-    }
-
-    fn sending(chat: u32, seq: u32, replica: &str, fence: u64, t: u64) -> Record {
-        Record::Sending { chat, seq, kind: "echo".into(), fence, replica: replica.into(), t }
-    }
-
-    /// `a`'s reply to message 0 reaches the platform after `b` answered message 1 under a
-    /// higher fence, `a` having been stopped from 12 ms to 3,012 ms; `a` let it go at `let_go`.
-    fn late_reply_of_a(let_go: u64) -> Run {
-        let mut run = clean();
-        run.sent[0].t = 3015 * MS;
-        run.history.push(sending(1, 0, "a", 1, let_go));
-        run.faults.push(fault(FaultKind::Stop, Some("a"), 12 * MS, 3012 * MS));
-        run
-    }
-
-    #[test]
-    fn a_send_let_go_before_its_replica_froze_that_lands_after_is_counted_apart() {
-        let report = late_reply_of_a(9 * MS).check();
-        assert_eq!((report.overlaps, report.order_violations), (0, 0), "{report:?}");
-        let o = &report.outside_guarantees;
-        assert_eq!((o.overlaps, o.order_violations, o.sends_across_stops), (1, 1, 1));
-    }
-
-    #[test]
-    fn a_send_let_go_after_its_replica_resumed_is_a_violation() {
-        let report = late_reply_of_a(3013 * MS).check();
-        assert_eq!((report.overlaps, report.order_violations), (1, 1), "{report:?}");
-        assert_eq!(report.outside_guarantees.sends_across_stops, 0);
-    }
-
-    #[test]
-    fn without_durability_a_message_taken_before_its_replica_froze_and_acknowledged_after_is_accounted_for()
-     {
-        let mut run = clean();
-        run.durability = false;
-        // The acknowledgement arrived after the stop ended, long past `IN_FLIGHT`.
-        run.acked.push(acked(1, 2, "a", 3040 * MS));
-        run.faults.push(fault(FaultKind::Stop, Some("a"), 35 * MS, 3035 * MS));
-        let taken = |t| Record::Accepted { chat: 1, seq: 2, replica: "a".into(), t };
-
-        run.history.push(taken(3037 * MS));
-        let report = run.check();
-        assert_eq!((report.lost, report.lost_allowed), (1, 0), "taken after the stop: {report:?}");
-
-        run.history.pop();
-        run.history.push(taken(34 * MS));
-        let report = run.check();
-        assert_eq!((report.lost, report.lost_allowed), (0, 1), "{report:?}");
-        assert_eq!(report.accounted[0].fault, FaultKind::Stop);
-    }
-
-    #[test]
-    fn a_message_overtaken_before_a_restart_of_redis_is_lost_not_wiped() {
-        let mut run = clean();
-        run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.acked.push(acked(1, 3, "b", 45 * MS));
-        run.history.push(handled(1, 3, "b", 3, 46 * MS));
-        run.sent.push(sent(1, 3, "b", 3, 50 * MS));
-        run.faults.push(fault(FaultKind::Restart, None, 5000 * MS, 5001 * MS));
-        let report = run.check();
-        assert_eq!((report.lost, report.outside_guarantees.lost), (1, 0), "{report:?}");
-    }
-
-    #[test]
-    fn a_checkpoint_written_after_a_higher_fence_started_is_stale() {
-        let mut run = clean();
-        run.history.push(Record::Grant {
-            chat: 1,
-            replica: "a".into(),
-            fence: 1,
-            passed: Vec::new(),
-            t: 0,
-        });
-        run.history.push(Record::Checkpoint {
-            chat: 1,
-            replica: "a".into(),
-            revision: 3,
-            t: 21 * MS,
-        });
-        assert_eq!(run.check().stale_writes, 1);
-    }
-
-    #[test]
-    fn what_a_wipe_of_redis_breaks_is_counted_apart() {
-        let mut run = clean();
-        run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.faults.push(fault(FaultKind::Restart, None, 50 * MS, 60 * MS));
-        let report = run.check();
-        assert_eq!((report.lost, report.outside_guarantees.lost), (0, 1));
-    }
-
-    #[test]
-    fn a_kill_s_takeover_is_the_wait_until_its_chats_move() {
-        let mut run = clean();
-        run.acked.push(acked(1, 2, "a", 40 * MS));
-        run.history.push(handled(1, 2, "b", 3, 1500 * MS));
-        run.sent.push(sent(1, 2, "b", 3, 1550 * MS));
-        run.faults.push(fault(FaultKind::Kill, Some("a"), 50 * MS, 60 * MS));
-        assert_eq!(run.check().takeover_max_ms, 1500);
-    }
-}
+mod tests;

@@ -1,0 +1,72 @@
+//! What a replica let go before it froze: the replies it handed its HTTP client and the
+//! deliveries it took, each written down with the moment (`Record::Sending`,
+//! `Record::Accepted`). A process stopped with either on its way out finishes it when it runs
+//! again, so the platform or the load generator sees it late.
+
+use std::collections::HashMap;
+
+use super::{Fault, FaultKind, Sent};
+use crate::record::Record;
+
+/// How long an acknowledgement may take from the replica that sent it to the load generator,
+/// in ns, when the replica did not write down when it took the delivery: a replica frozen or
+/// killed this soon before the acknowledgement arrived had sent it already, with the message
+/// still waiting in it.
+pub(super) const IN_FLIGHT: u64 = 250_000_000;
+
+/// When each reply and each delivery was let go, indexed once for the whole run.
+pub(super) struct LetGo<'a> {
+    /// By (chat, message, kind, fence, replica).
+    sends: HashMap<(u32, u32, &'a str, u64, &'a str), Vec<u64>>,
+    /// By (chat, message, replica).
+    taken: HashMap<(u32, u32, &'a str), Vec<u64>>,
+}
+
+impl<'a> LetGo<'a> {
+    pub(super) fn new(history: &'a [Record]) -> Self {
+        let mut let_go = Self { sends: HashMap::new(), taken: HashMap::new() };
+        for r in history {
+            match r {
+                Record::Sending { chat, seq, kind, fence, replica, t } => let_go
+                    .sends
+                    .entry((*chat, *seq, kind.as_str(), *fence, replica.as_str()))
+                    .or_default()
+                    .push(*t),
+                Record::Accepted { chat, seq, replica, t } => {
+                    let_go.taken.entry((*chat, *seq, replica.as_str())).or_default().push(*t);
+                }
+                _ => {}
+            }
+        }
+        let_go
+    }
+
+    /// Whether send `s` passed its turn's check before a stop of its replica began and reached
+    /// the platform after: in flight across the freeze.
+    pub(super) fn across_stop(&self, faults: &[Fault], s: &Sent) -> bool {
+        let key = (s.chat, s.seq, s.kind.as_str(), s.fence, s.replica.as_str());
+        let Some(&let_go) =
+            self.sends.get(&key).and_then(|ts| ts.iter().filter(|&&t| t <= s.t).max())
+        else {
+            return false;
+        };
+        faults.iter().any(|f| {
+            f.kind == FaultKind::Stop
+                && f.replica.as_deref() == Some(s.replica.as_str())
+                && let_go <= f.t
+                && f.t <= s.t
+        })
+    }
+
+    /// When `replica` last took delivery of message `seq` of `chat`, no later than `until`.
+    pub(super) fn accepted_at(
+        &self,
+        chat: u32,
+        seq: u32,
+        replica: &str,
+        until: u64,
+    ) -> Option<u64> {
+        let ts = self.taken.get(&(chat, seq, replica))?;
+        ts.iter().copied().filter(|&t| t <= until).max()
+    }
+}
