@@ -294,16 +294,16 @@ impl Run {
             messages_sent: self.acked.len() as u64,
             ..Report::default()
         };
-        self.check_replies(&mut report);
-        self.check_turns(&mut report);
+        let let_go = LetGo::new(&self.history);
+        self.check_replies(&let_go, &mut report);
+        self.check_turns(&let_go, &mut report);
         self.check_takeovers(&mut report);
         report
     }
 
-    fn check_replies(&self, report: &mut Report) {
+    fn check_replies(&self, let_go: &LetGo<'_>, report: &mut Report) {
         // First reply of each message (and whether it was in flight across a stop); duplicate
         // sends.
-        let let_go = LetGo::new(&self.history);
         let mut first: HashMap<(u32, u32), u64> = HashMap::new();
         let mut across: HashSet<(u32, u32, u64)> = HashSet::new();
         let mut seen: HashMap<(u32, u32, &str), u64> = HashMap::new();
@@ -439,7 +439,7 @@ impl Run {
     /// Overlapping turns and stale checkpoint writes, per chat and epoch, by fence. A turn
     /// starts when its grant arrived (or, lacking a record of it, at its first handler) and
     /// its effects are the replies sent under its fence.
-    fn check_turns(&self, report: &mut Report) {
+    fn check_turns(&self, let_go: &LetGo<'_>, report: &mut Report) {
         type Key = (u32, usize);
         let mut spans: HashMap<Key, BTreeMap<u64, Span>> = HashMap::new();
         // Each replica's grants per chat, in time order, for attributing its checkpoint writes.
@@ -468,7 +468,6 @@ impl Run {
         for list in grants.values_mut() {
             list.sort_unstable();
         }
-        let let_go = LetGo::new(&self.history);
         let later = |e: Option<u64>, t: u64| Some(e.map_or(t, |e| e.max(t)));
         for s in &self.sent {
             let across = let_go.across_stop(&self.faults, s);
