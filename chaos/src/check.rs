@@ -295,22 +295,25 @@ impl Run {
             ..Report::default()
         };
         let let_go = LetGo::new(&self.history);
-        self.check_replies(&let_go, &mut report);
-        self.check_turns(&let_go, &mut report);
+        // Per send, in `sent` order: whether it was in flight across a stop of its replica.
+        let across: Vec<bool> =
+            self.sent.iter().map(|s| let_go.across_stop(&self.faults, s)).collect();
+        self.check_replies(&let_go, &across, &mut report);
+        self.check_turns(&across, &mut report);
         self.check_takeovers(&mut report);
         report
     }
 
-    fn check_replies(&self, let_go: &LetGo<'_>, report: &mut Report) {
+    fn check_replies(&self, let_go: &LetGo<'_>, across_stop: &[bool], report: &mut Report) {
         // First reply of each message (and whether it was in flight across a stop); duplicate
         // sends.
         let mut first: HashMap<(u32, u32), u64> = HashMap::new();
         let mut across: HashSet<(u32, u32, u64)> = HashSet::new();
         let mut seen: HashMap<(u32, u32, &str), u64> = HashMap::new();
-        for s in &self.sent {
+        for (s, &late) in self.sent.iter().zip(across_stop) {
             let f = first.entry((s.chat, s.seq)).or_insert(s.t);
             *f = (*f).min(s.t);
-            if let_go.across_stop(&self.faults, s) {
+            if late {
                 report.outside_guarantees.sends_across_stops += 1;
                 across.insert((s.chat, s.seq, s.t));
             }
@@ -439,7 +442,7 @@ impl Run {
     /// Overlapping turns and stale checkpoint writes, per chat and epoch, by fence. A turn
     /// starts when its grant arrived (or, lacking a record of it, at its first handler) and
     /// its effects are the replies sent under its fence.
-    fn check_turns(&self, let_go: &LetGo<'_>, report: &mut Report) {
+    fn check_turns(&self, across_stop: &[bool], report: &mut Report) {
         type Key = (u32, usize);
         let mut spans: HashMap<Key, BTreeMap<u64, Span>> = HashMap::new();
         // Each replica's grants per chat, in time order, for attributing its checkpoint writes.
@@ -469,8 +472,7 @@ impl Run {
             list.sort_unstable();
         }
         let later = |e: Option<u64>, t: u64| Some(e.map_or(t, |e| e.max(t)));
-        for s in &self.sent {
-            let across = let_go.across_stop(&self.faults, s);
+        for (s, &across) in self.sent.iter().zip(across_stop) {
             if let Some(span) =
                 spans.get_mut(&(s.chat, self.epoch(s.t))).and_then(|f| f.get_mut(&s.fence))
             {

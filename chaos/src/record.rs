@@ -25,9 +25,14 @@ pub fn chat_id(chat: u32) -> String {
     format!("c{chat}")
 }
 
+/// The chat number back from a chat id (`c12`).
+pub fn parse_chat_id(id: &str) -> Option<u32> {
+    id.strip_prefix('c')?.parse().ok()
+}
+
 /// The chat back from a chat key (`chaos-webhook:c12`), or from a store key of the chat.
 pub fn chat_of_key(key: &str) -> Option<u32> {
-    key.strip_prefix(PROVIDER)?.strip_prefix(":c")?.parse().ok()
+    parse_chat_id(key.strip_prefix(PROVIDER)?.strip_prefix(':')?)
 }
 
 /// The message id of message `seq` of chat `chat`: what a webhook sender retries with.

@@ -9,9 +9,8 @@ use super::{Fault, FaultKind, Sent};
 use crate::record::Record;
 
 /// How long an acknowledgement may take from the replica that sent it to the load generator,
-/// in ns, when the replica did not write down when it took the delivery: a replica frozen or
-/// killed this soon before the acknowledgement arrived had sent it already, with the message
-/// still waiting in it.
+/// in ns: a replica frozen or killed this soon before the acknowledgement arrived had sent it
+/// already, with the message still waiting in it (whatever its `Record::Accepted` says).
 pub(super) const IN_FLIGHT: u64 = 250_000_000;
 
 /// When each reply and each delivery was let go, indexed once for the whole run.

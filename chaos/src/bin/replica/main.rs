@@ -26,7 +26,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use botmesh_chaos::record::{
     Delivery, History, PROVIDER, PlatformSend, Record, Reply, chat_id, chat_of_key, message_id,
-    now_ns, parse_message_id,
+    now_ns, parse_chat_id, parse_message_id,
 };
 use botmesh_coord::{CoordinationConfig, ProviderSession};
 use botmesh_core::traits::{
@@ -177,10 +177,9 @@ impl Log {
 
     /// Writes down that the reply with `text` to `chat` is handed to the HTTP client now.
     fn sending(&self, chat: &str, text: &str) {
-        let (Some(chat), Some(reply)) = (chat.strip_prefix('c'), Reply::parse(text)) else {
+        let (Some(chat), Some(reply)) = (parse_chat_id(chat), Reply::parse(text)) else {
             return;
         };
-        let Ok(chat) = chat.parse() else { return };
         self.history.write(&Record::Sending {
             chat,
             seq: reply.seq,
