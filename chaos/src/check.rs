@@ -10,7 +10,8 @@
 //! replica let go before it froze and that landed once it resumed: the fence is a local check
 //! right before a send (or an acknowledgement), and what a process handed its HTTP stack just
 //! before a `SIGSTOP` leaves it when the process runs again. The replicas write down when they
-//! let each go (`Record::Sending`, `Record::Accepted`), so only those count as such.
+//! let each go (`Record::Sending`, `Record::Accepted`, and the ticket call that decided a
+//! delivery, `Record::Ticketed`), so only those count as such.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -360,12 +361,12 @@ impl Run {
             // a restart of Redis with no data, or the death or freeze of the replica holding it.
             // Taken before the fault began, acknowledged after: the acknowledgement was on its
             // way out as the replica froze (or died).
-            let accepted = let_go.accepted_at(a.chat, a.seq, &a.replica, a.t);
+            let decided = let_go.decided_at(a.chat, a.seq, &a.replica, a.t);
             let next = self
                 .faults
                 .iter()
                 .filter(|f| {
-                    f.t + IN_FLIGHT >= a.t || accepted.is_some_and(|t| t <= f.t && f.t <= a.t)
+                    f.t + IN_FLIGHT >= a.t || decided.is_some_and(|t| t <= f.t && f.t <= a.t)
                 })
                 .filter(|f| match f.kind {
                     FaultKind::Restart => true,

@@ -170,6 +170,19 @@ pub enum Record {
         /// When.
         t: u64,
     },
+    /// The replica took `count` tickets in `chat`'s queue in one call: each message of the
+    /// chat it took in holds its place from here on, and its verdict follows at once. `t` is
+    /// when the call returned.
+    Ticketed {
+        /// The chat number.
+        chat: u32,
+        /// The replica id.
+        replica: String,
+        /// How many tickets the call took.
+        count: usize,
+        /// When.
+        t: u64,
+    },
     /// The bot took delivery of message `seq` of `chat`: the `200 OK` goes out now. `t` is
     /// when; the load generator may get it much later, when the process froze in between.
     Accepted {

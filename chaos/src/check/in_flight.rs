@@ -1,6 +1,7 @@
 //! What a replica let go before it froze: the replies it handed its HTTP client and the
 //! deliveries it took, each written down with the moment (`Record::Sending`,
-//! `Record::Accepted`). A process stopped with either on its way out finishes it when it runs
+//! `Record::Accepted`, and for a delivery the ticket call that decided it,
+//! `Record::Ticketed`). A process stopped with either on its way out finishes it when it runs
 //! again, so the platform or the load generator sees it late.
 
 use std::collections::HashMap;
@@ -19,11 +20,14 @@ pub(super) struct LetGo<'a> {
     sends: HashMap<(u32, u32, &'a str, u64, &'a str), Vec<u64>>,
     /// By (chat, message, replica).
     taken: HashMap<(u32, u32, &'a str), Vec<u64>>,
+    /// Ticket calls, by (chat, replica).
+    ticketed: HashMap<(u32, &'a str), Vec<u64>>,
 }
 
 impl<'a> LetGo<'a> {
     pub(super) fn new(history: &'a [Record]) -> Self {
-        let mut let_go = Self { sends: HashMap::new(), taken: HashMap::new() };
+        let mut let_go =
+            Self { sends: HashMap::new(), taken: HashMap::new(), ticketed: HashMap::new() };
         for r in history {
             match r {
                 Record::Sending { chat, seq, kind, fence, replica, t } => let_go
@@ -33,6 +37,9 @@ impl<'a> LetGo<'a> {
                     .push(*t),
                 Record::Accepted { chat, seq, replica, t } => {
                     let_go.taken.entry((*chat, *seq, replica.as_str())).or_default().push(*t);
+                }
+                Record::Ticketed { chat, replica, t, .. } => {
+                    let_go.ticketed.entry((*chat, replica.as_str())).or_default().push(*t);
                 }
                 _ => {}
             }
@@ -57,15 +64,18 @@ impl<'a> LetGo<'a> {
         })
     }
 
-    /// When `replica` last took delivery of message `seq` of `chat`, no later than `until`.
-    pub(super) fn accepted_at(
-        &self,
-        chat: u32,
-        seq: u32,
-        replica: &str,
-        until: u64,
-    ) -> Option<u64> {
-        let ts = self.taken.get(&(chat, seq, replica))?;
-        ts.iter().copied().filter(|&t| t <= until).max()
+    /// By when `replica` had decided to take message `seq` of `chat`, acknowledged at `acked`:
+    /// when it wrote down the delivery (`Record::Accepted`), or earlier, when its last ticket
+    /// call for the chat before `acked` returned. A message taken in is ticketed before its
+    /// verdict, so with no ticket call between that one and the acknowledgement, the
+    /// message's ticket was among that call's.
+    pub(super) fn decided_at(&self, chat: u32, seq: u32, replica: &str, acked: u64) -> Option<u64> {
+        let latest = |ts: &Vec<u64>| ts.iter().copied().filter(|&t| t <= acked).max();
+        let accepted = self.taken.get(&(chat, seq, replica)).and_then(latest);
+        let ticketed = self.ticketed.get(&(chat, replica)).and_then(latest);
+        match (accepted, ticketed) {
+            (Some(a), Some(t)) => Some(a.min(t)),
+            (a, t) => a.or(t),
+        }
     }
 }

@@ -150,6 +150,27 @@ fn without_durability_a_message_taken_before_its_replica_froze_and_acknowledged_
 }
 
 #[test]
+fn without_durability_a_message_ticketed_before_its_replica_froze_and_acknowledged_after_is_accounted_for()
+ {
+    let mut run = clean();
+    run.durability = false;
+    run.acked.push(acked(1, 2, "a", 3040 * MS));
+    run.faults.push(fault(FaultKind::Stop, Some("a"), 35 * MS, 3035 * MS));
+    let ticketed = |t| Record::Ticketed { chat: 1, replica: "a".into(), count: 1, t };
+    // The verdict was written down only after the stop, but its ticket call returned before.
+    run.history.push(Record::Accepted { chat: 1, seq: 2, replica: "a".into(), t: 3037 * MS });
+    run.history.push(ticketed(34 * MS));
+    let report = run.check();
+    assert_eq!((report.lost, report.lost_allowed), (0, 1), "{report:?}");
+    assert_eq!(report.accounted[0].fault, FaultKind::Stop);
+
+    // A ticket call for the chat after the stop: the message's own, taken after resuming.
+    run.history.push(ticketed(3036 * MS));
+    let report = run.check();
+    assert_eq!((report.lost, report.lost_allowed), (1, 0), "ticketed after the stop: {report:?}");
+}
+
+#[test]
 fn a_message_overtaken_before_a_restart_of_redis_is_lost_not_wiped() {
     let mut run = clean();
     run.acked.push(acked(1, 2, "a", 40 * MS));

@@ -252,6 +252,8 @@ impl TurnJournal for Granted {
     ) -> botmesh_core::traits::Result<Vec<JournaledTicket>> {
         let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: "journal" })?;
         let answers = journal.take_tickets_journaling(key, records, retain).await?;
+        let taken = answers.iter().filter(|a| matches!(a, JournaledTicket::Appended(_))).count();
+        self.ticketed(key, taken);
         for answer in &answers {
             if let JournaledTicket::Appended(Ticket { grant: Some(grant), .. }) = answer {
                 self.granted(grant);
@@ -281,6 +283,19 @@ pub(crate) struct Granted {
 }
 
 impl Granted {
+    /// Written as soon as a ticket call returns, before the bot answers the senders: the
+    /// moment each message it ticketed was as good as taken.
+    fn ticketed(&self, key: &ChatKey, count: usize) {
+        if let Some(chat) = chat_of_key(key.as_str()).filter(|_| count > 0) {
+            self.history.write(&Record::Ticketed {
+                chat,
+                replica: self.replica.clone(),
+                count,
+                t: now_ns(),
+            });
+        }
+    }
+
     fn granted(&self, grant: &TurnGrant) {
         if let Some(chat) = chat_of_key(grant.key.as_str()) {
             self.history.write(&Record::Grant {
@@ -323,6 +338,7 @@ impl Coordinator for Granted {
     }
     async fn take_ticket(&self, key: &ChatKey) -> botmesh_core::traits::Result<Ticket> {
         let ticket = self.inner.take_ticket(key).await?;
+        self.ticketed(key, 1);
         if let Some(grant) = &ticket.grant {
             self.granted(grant);
         }
@@ -334,6 +350,7 @@ impl Coordinator for Granted {
         count: usize,
     ) -> botmesh_core::traits::Result<Vec<Ticket>> {
         let tickets = self.inner.take_tickets(key, count).await?;
+        self.ticketed(key, tickets.len());
         for grant in tickets.iter().filter_map(|t| t.grant.as_ref()) {
             self.granted(grant);
         }
