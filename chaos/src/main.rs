@@ -21,6 +21,7 @@ use botmesh_chaos::check::{Acked, Fault, FaultKind, Report, Run, Sent};
 use botmesh_chaos::record::{Delivery, PlatformSend, Reply, now_ns, read_history};
 use botmesh_testing::RedisServer;
 use rand::Rng;
+use rustix::process::{Pid, Signal, kill_process};
 use rand::seq::IndexedRandom;
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep};
@@ -153,14 +154,12 @@ impl Replica {
         self.child.as_ref().and_then(Child::id)
     }
 
-    fn signal(&self, signal: &str) -> Result<()> {
+    /// Sends `signal` with one system call: a `kill` process would take milliseconds to
+    /// start, during which the replica goes on taking messages after the fault's moment.
+    fn signal(&self, signal: Signal) -> Result<()> {
         let pid = self.pid().context("the replica is not running")?;
-        let status =
-            std::process::Command::new("kill").args([signal, &pid.to_string()]).status()?;
-        if !status.success() {
-            bail!("kill {signal} {pid} failed");
-        }
-        Ok(())
+        let pid = i32::try_from(pid).ok().and_then(Pid::from_raw).context("not a process id")?;
+        kill_process(pid, signal).with_context(|| format!("signalling {pid:?}"))
     }
 
     async fn kill(&mut self) {
@@ -287,7 +286,9 @@ async fn inject(
     lease: Duration,
     t0: u64,
 ) -> Result<Fault> {
-    let t = now_ns();
+    // When the fault began. A kill or a stop hits one process: its moment is just after the
+    // signal went, so that whatever the replica wrote down before it happened before the fault.
+    let mut t = now_ns();
     let mut rng = rand::rng();
     let mut target = None;
     match kind {
@@ -296,6 +297,7 @@ async fn inject(
             let r = &mut replicas[i];
             target = Some(r.id.clone());
             r.kill().await;
+            t = now_ns();
             let down = rng.random_range(300..2000);
             sleep(Duration::from_millis(down)).await;
             r.spawn()?;
@@ -305,9 +307,10 @@ async fn inject(
             let i = rng.random_range(0..replicas.len());
             let r = &replicas[i];
             target = Some(r.id.clone());
-            r.signal("-STOP")?;
+            r.signal(Signal::STOP)?;
+            t = now_ns();
             sleep(lease + lease / 2).await;
-            r.signal("-CONT")?;
+            r.signal(Signal::CONT)?;
         }
         FaultKind::ClientKill => {
             redis.cli(&["CLIENT", "KILL", "TYPE", "normal"])?;
@@ -523,8 +526,8 @@ async fn main() -> Result<()> {
     // A moment more for late duplicates, then stop everything.
     sleep(o.lease).await;
     for r in &replicas {
-        let _ = r.signal("-CONT");
-        let _ = r.signal("-INT");
+        let _ = r.signal(Signal::CONT);
+        let _ = r.signal(Signal::INT);
     }
     sleep(Duration::from_secs(2)).await;
     for r in &mut replicas {
