@@ -43,6 +43,7 @@ on_both_backends!(
     a_re_run_step_s_send_reaches_the_user_once,
     a_reply_whose_send_failed_twice_goes_out_on_the_third_run,
     a_first_run_marks_its_send_after_it_and_a_later_run_looks_for_the_mark_before,
+    a_later_run_whose_look_for_the_mark_lost_its_reply_still_sends,
     a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it,
     an_answer_no_checkpoint_holds_is_released_and_handled_before_the_next_message,
     limit_without_durability_a_re_run_step_sends_again,
@@ -418,15 +419,37 @@ async fn a_first_run_marks_its_send_after_it_and_a_later_run_looks_for_the_mark_
     a.provider.wait_sent(1).await;
     a.provider.settled(&a.bot).await;
     assert_eq!(store.outbox_calls(), ["claim"], "the mark, and nothing before the send");
-    // The first run's send fails and marks nothing; the second run claims the mark to see
-    // whether an earlier run sent, finds none, gives it back, sends and marks.
+    // The first run's send fails and marks nothing; the second run reads the mark to see
+    // whether an earlier run sent, finds none, sends and marks.
     a.provider.fail_sends(1);
     say(&a, "a2", "again");
     let sent = tokio::time::timeout(Duration::from_secs(30), a.provider.wait_sent(2)).await;
     assert!(sent.is_ok(), "the reply never went out: {:?}", a.rec.events());
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["echo hi", "echo again"]);
-    assert_eq!(store.outbox_calls(), ["claim", "claim", "release", "claim"]);
+    assert_eq!(store.outbox_calls(), ["claim", "marked", "claim"]);
+}
+
+async fn a_later_run_whose_look_for_the_mark_lost_its_reply_still_sends(backend: &impl Backend) {
+    let store = Arc::new(FaultyStore::new(backend.store()));
+    let bot = {
+        let store = Arc::clone(&store);
+        move |b: BotBuilder| echo(durable(b).store(store))
+    };
+    let a = replica(backend, "a", TestProvider::new(), |c| c, bot).await;
+    // The first run's send fails; the second run's look for the mark reaches the store and
+    // its reply is lost. Asked again, it must not take what the first ask did for an earlier
+    // run's send: nothing was sent yet.
+    a.provider.fail_sends(1);
+    store.lose_outbox_replies(1);
+    say(&a, "a1", "pay me");
+    let sent = tokio::time::timeout(Duration::from_secs(30), a.provider.wait_sent(1)).await;
+    assert!(sent.is_ok(), "the reply never went out: {:?}", a.rec.events());
+    a.provider.settled(&a.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["echo pay me"]);
+    let skipped = a.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. }));
+    assert!(!skipped, "no send was taken for done: {:?}", a.rec.events());
+    assert_eq!(store.outbox_calls(), ["marked", "marked", "claim"], "asked again, then marked");
 }
 
 /// Echoes, after an hour for "slow" on a slow replica.

@@ -24,8 +24,8 @@ use crate::retry;
 use crate::telemetry::{Meters, TracePropagation};
 use crate::{BotError, Ctx, Durability, Event, Handover, Message, Result, Texts, Trigger};
 
-/// How long an outbox claim whose reply was lost is asked again before the send fails.
-const CLAIM_BUDGET: Duration = Duration::from_millis(1500);
+/// How long a read of an outbox mark whose reply was lost is asked again before the send fails.
+const MARK_BUDGET: Duration = Duration::from_millis(1500);
 
 /// How long a send waits in all for platforms that throttle it before it fails with
 /// `RateLimited`.
@@ -164,22 +164,15 @@ impl Shared {
         // A send is marked in the outbox once it went out, and skipped by a later run of the
         // same step that finds the mark. A crash between the send and its mark sends it again
         // (at least once, never lost). A message handled for the first time has no earlier
-        // run: it sends straight away. A later run first looks for the mark by claiming it
-        // and, finding none, gives the claim back before sending, so a crash before the send
-        // loses nothing.
+        // run: it sends straight away. A later run reads the mark first; reading writes
+        // nothing, so a crash before the send loses nothing.
         let mut mark = String::with_capacity(key.len() + 5);
         mark.push_str(&key);
         mark.push_str("|sent");
         let chat = |m: &Outbound| botmesh_traits::ChatKey::new(m.chat.as_str());
-        if !fresh {
-            if !self.outbox_claim(turn, inbox, &mark, ttl).await? {
-                self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
-                return Ok(SendReceipt::new(None));
-            }
-            if let Err(e) = inbox.outbox_release(&mark).await {
-                // Still marked: a crash before the send below would skip it on the next run.
-                self.events.error(Some(&chat(&message)), e.into());
-            }
+        if !fresh && self.outbox_marked(turn, inbox, &mark).await? {
+            self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
+            return Ok(SendReceipt::new(None));
         }
         let _in_flight = self.meters.outbox_backlog.hold();
         // A message the handler built here is not copied to carry its key.
@@ -192,25 +185,24 @@ impl Shared {
         Ok(receipt)
     }
 
-    /// Claims outbox `key` for a run that is not the message's first. A claim whose reply was
-    /// lost (a dropped connection, a timeout) may have landed, so it is asked again (with the
-    /// retry policy, for as long as [`CLAIM_BUDGET`], and only while the turn holds); found
-    /// claimed then, it is taken for an earlier run's mark.
-    async fn outbox_claim(
+    /// Whether an earlier run of the step marked send `key`, for a run that is not the
+    /// message's first. A read whose reply was lost (a dropped connection, a timeout) is asked
+    /// again, with the retry policy, for as long as [`MARK_BUDGET`], and only while the turn
+    /// holds: a read answers the same however often it is asked.
+    async fn outbox_marked(
         &self,
         turn: &TurnSlot,
         inbox: &dyn JournalStore,
         key: &str,
-        ttl: Duration,
     ) -> Result<bool> {
         let failed = AtomicBool::new(false);
-        Ok(retry::within(CLAIM_BUDGET, || async {
+        Ok(retry::within(MARK_BUDGET, || async {
             if failed.load(Ordering::Relaxed) {
                 turn.check()?;
             }
-            let claimed = inbox.outbox_claim(key, ttl).await;
-            failed.fetch_or(claimed.is_err(), Ordering::Relaxed);
-            claimed
+            let marked = inbox.outbox_marked(key).await;
+            failed.fetch_or(marked.is_err(), Ordering::Relaxed);
+            marked
         })
         .await?)
     }

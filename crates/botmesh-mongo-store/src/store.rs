@@ -766,6 +766,16 @@ impl JournalStore for MongoStore {
         Ok(done.matched_count == 1)
     }
 
+    async fn outbox_marked(&self, key: &str) -> Result<bool> {
+        let found = self
+            .inner
+            .outbox
+            .find_one(doc! { "_id": key, "expires_at": { "$gt": self.now() } })
+            .await
+            .map_err(db("outbox_marked"))?;
+        Ok(found.is_some())
+    }
+
     async fn outbox_release(&self, key: &str) -> Result<()> {
         self.inner.outbox.delete_one(doc! { "_id": key }).await.map_err(db("outbox_release"))?;
         Ok(())

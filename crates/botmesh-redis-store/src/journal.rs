@@ -137,6 +137,13 @@ impl JournalStore for RedisStore {
         Ok(reply.first().is_some_and(|n| n == "1"))
     }
 
+    async fn outbox_marked(&self, key: &str) -> Result<bool> {
+        let key = &self.keys.outbox(key);
+        idempotent(|| async move { self.conn().exists::<_, bool>(key).await })
+            .await
+            .map_err(|e| Error::store("outbox_marked", e))
+    }
+
     async fn outbox_release(&self, key: &str) -> Result<()> {
         let key = &self.keys.outbox(key);
         idempotent(|| async move { self.conn().del::<_, ()>(key).await })

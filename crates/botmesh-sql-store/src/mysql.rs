@@ -708,6 +708,17 @@ impl JournalStore for MySqlStore {
         Ok(inserted == 1)
     }
 
+    async fn outbox_marked(&self, key: &str) -> Result<bool> {
+        let marked: Option<String> = sqlx::query_scalar(sql(format!(
+            "SELECT `key` FROM botmesh_outbox WHERE `key` = ? AND expires_at > {NOW}"
+        )))
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("outbox_marked"))?;
+        Ok(marked.is_some())
+    }
+
     async fn outbox_release(&self, key: &str) -> Result<()> {
         sqlx::query("DELETE FROM botmesh_outbox WHERE `key` = ?")
             .bind(key)

@@ -627,6 +627,17 @@ impl JournalStore for PostgresStore {
         Ok(claimed.is_some())
     }
 
+    async fn outbox_marked(&self, key: &str) -> Result<bool> {
+        let marked: Option<String> = sqlx::query_scalar(
+            "SELECT key FROM botmesh_outbox WHERE key = $1 AND expires_at > now()",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("outbox_marked"))?;
+        Ok(marked.is_some())
+    }
+
     async fn outbox_release(&self, key: &str) -> Result<()> {
         sqlx::query("DELETE FROM botmesh_outbox WHERE key = $1")
             .bind(key)

@@ -417,13 +417,18 @@ async fn inbox(store: &dyn JournalStore, p: &str) {
 
 async fn outbox(store: &dyn JournalStore, p: &str) {
     let held = format!("{p}:out-held");
+    assert!(!store.outbox_marked(&held).await.unwrap(), "nothing marked yet");
     assert!(store.outbox_claim(&held, HELD).await.unwrap(), "the first send is claimed");
+    assert!(store.outbox_marked(&held).await.unwrap(), "a claimed send reads as marked");
+    assert!(store.outbox_marked(&held).await.unwrap(), "reading it changes nothing");
     assert!(!store.outbox_claim(&held, HELD).await.unwrap(), "the same send is claimed once");
     store.outbox_release(&held).await.unwrap();
+    assert!(!store.outbox_marked(&held).await.unwrap(), "a released send is not marked");
     assert!(store.outbox_claim(&held, HELD).await.unwrap(), "a released send is claimed again");
     store.outbox_release(&format!("{p}:out-never")).await.unwrap();
     let key = format!("{p}:out");
     assert!(store.outbox_claim(&key, TTL).await.unwrap());
     tokio::time::sleep(PAST_TTL).await;
+    assert!(!store.outbox_marked(&key).await.unwrap(), "a mark is forgotten after its ttl");
     assert!(store.outbox_claim(&key, TTL).await.unwrap(), "a claim is forgotten after its ttl");
 }

@@ -40,6 +40,8 @@ fn capability<'a, C: ?Sized>(found: Option<&'a C>, op: &'static str) -> Result<&
 ///   answer that the lock is no longer held, as when it ran out under a stalled holder.
 /// - [`fail_journal_appends`](Self::fail_journal_appends): the next journal appends (a
 ///   message arriving) fail the same way.
+/// - [`lose_outbox_replies`](Self::lose_outbox_replies): the next outbox calls reach the
+///   wrapped store, then fail as if their reply was lost.
 ///
 /// Every other method goes straight to the wrapped store. [`landed`](Self::landed) lists when
 /// each checkpoint write (and clear) reached the wrapped store. It has exactly the wrapped
@@ -53,6 +55,7 @@ pub struct FaultyStore {
     fail_reads: AtomicU32,
     fail_acks: AtomicU32,
     fail_appends: AtomicU32,
+    lose_outbox: AtomicU32,
     refuse_renewals: AtomicU32,
     acks: AtomicU32,
     outbox: Mutex<Vec<&'static str>>,
@@ -80,6 +83,7 @@ impl FaultyStore {
             fail_reads: AtomicU32::new(0),
             fail_acks: AtomicU32::new(0),
             fail_appends: AtomicU32::new(0),
+            lose_outbox: AtomicU32::new(0),
             refuse_renewals: AtomicU32::new(0),
             acks: AtomicU32::new(0),
             outbox: Mutex::default(),
@@ -118,6 +122,12 @@ impl FaultyStore {
         self.fail_appends.store(count, Ordering::SeqCst);
     }
 
+    /// Makes the next `count` outbox calls (`outbox_claim`, `outbox_marked`) land on the
+    /// wrapped store and then fail, as on a connection that dropped before the reply came.
+    pub fn lose_outbox_replies(&self, count: u32) {
+        self.lose_outbox.store(count, Ordering::SeqCst);
+    }
+
     /// Makes the next `count` fenced lock renewals (`renew_lock`) answer `false`: the lock is
     /// no longer the caller's. The lock itself is left as it is.
     pub fn refuse_lock_renewals(&self, count: u32) {
@@ -129,8 +139,8 @@ impl FaultyStore {
         self.acks.load(Ordering::SeqCst)
     }
 
-    /// The outbox calls made so far, in order: `"claim"` (`outbox_claim`) or `"release"`
-    /// (`outbox_release`).
+    /// The outbox calls made so far, in order: `"claim"` (`outbox_claim`), `"marked"`
+    /// (`outbox_marked`) or `"release"` (`outbox_release`).
     pub fn outbox_calls(&self) -> Vec<&'static str> {
         lock(&self.outbox).clone()
     }
@@ -138,6 +148,14 @@ impl FaultyStore {
     /// When each checkpoint write or clear reached the wrapped store, in order.
     pub fn landed(&self) -> Vec<Instant> {
         lock(&self.landed).clone()
+    }
+
+    /// `reply`, or the error of a reply lost on the way back when `lose_outbox_replies` asks.
+    fn lose_reply<T>(&self, op: &'static str, reply: Result<T>) -> Result<T> {
+        match Self::take(&self.lose_outbox) {
+            true => Err(Error::store(op, "the test lost this reply")),
+            false => reply,
+        }
     }
 
     fn take(counter: &AtomicU32) -> bool {
@@ -344,7 +362,14 @@ impl JournalStore for FaultyStore {
 
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
         lock(&self.outbox).push("claim");
-        capability(self.inner.journal(), "outbox_claim")?.outbox_claim(key, ttl).await
+        let claimed = capability(self.inner.journal(), "outbox_claim")?.outbox_claim(key, ttl);
+        self.lose_reply("outbox_claim", claimed.await)
+    }
+
+    async fn outbox_marked(&self, key: &str) -> Result<bool> {
+        lock(&self.outbox).push("marked");
+        let marked = capability(self.inner.journal(), "outbox_marked")?.outbox_marked(key);
+        self.lose_reply("outbox_marked", marked.await)
     }
 
     async fn outbox_release(&self, key: &str) -> Result<()> {

@@ -493,6 +493,11 @@ pub trait JournalStore: Store {
     /// `ttl`, so a step that runs again does not send twice.
     async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool>;
 
+    /// Whether the send `key` was recorded (by [`outbox_claim`](Self::outbox_claim)) and has
+    /// not expired. Only reads: asked again after a lost reply, it answers the same, where a
+    /// second claim could not tell the first one's record from an earlier run's.
+    async fn outbox_marked(&self, key: &str) -> Result<bool>;
+
     /// Forgets the send `key`: it was claimed, but the provider did not take it, so the next
     /// run of the same step must make it. Forgetting a key that is not there is not an error.
     async fn outbox_release(&self, key: &str) -> Result<()>;

@@ -233,6 +233,10 @@ impl JournalStore for Recorded {
         self.inner.outbox_claim(key, ttl).await
     }
 
+    async fn outbox_marked(&self, key: &str) -> botmesh_core::traits::Result<bool> {
+        self.inner.outbox_marked(key).await
+    }
+
     async fn outbox_release(&self, key: &str) -> botmesh_core::traits::Result<()> {
         self.inner.outbox_release(key).await
     }

@@ -161,6 +161,11 @@ impl JournalStore for MemoryStore {
         Ok(true)
     }
 
+    async fn outbox_marked(&self, key: &str) -> Result<bool> {
+        let now = Instant::now();
+        Ok(self.lock()?.journal.outbox.get(key).is_some_and(|&until| until > now))
+    }
+
     async fn outbox_release(&self, key: &str) -> Result<()> {
         self.lock()?.journal.outbox.remove(key);
         Ok(())

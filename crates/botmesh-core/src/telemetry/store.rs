@@ -13,7 +13,7 @@ use botmesh_traits::{
 };
 
 /// The store operations, numbered as [`MeteredStore`] times them.
-const OPS: [&str; 25] = [
+const OPS: [&str; 26] = [
     "upsert_chat",
     "get_chat",
     "get_user_data",
@@ -39,6 +39,7 @@ const OPS: [&str; 25] = [
     "inbox_claim",
     "outbox_claim",
     "outbox_release",
+    "outbox_marked",
 ];
 
 /// A store whose calls are timed.
@@ -260,5 +261,9 @@ impl JournalStore for MeteredStore {
     async fn outbox_release(&self, key: &str) -> Result<()> {
         self.timed(24, capability(self.inner.journal(), "outbox_release")?.outbox_release(key))
             .await
+    }
+
+    async fn outbox_marked(&self, key: &str) -> Result<bool> {
+        self.timed(25, capability(self.inner.journal(), "outbox_marked")?.outbox_marked(key)).await
     }
 }
