@@ -21,8 +21,8 @@ use botmesh_chaos::check::{Acked, Fault, FaultKind, Report, Run, Sent};
 use botmesh_chaos::record::{Delivery, PlatformSend, Reply, now_ns, read_history};
 use botmesh_testing::RedisServer;
 use rand::Rng;
-use rustix::process::{Pid, Signal, kill_process};
 use rand::seq::IndexedRandom;
+use rustix::process::{Pid, Signal, kill_process};
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep};
 
