@@ -1,7 +1,7 @@
 //! The typed event stream: one enum, delivered to callbacks, a broadcast channel and `tracing`.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_traits::{ChatId, ChatKey, Delivery, LeaseLostReason, MessageId, TransportStatus};
@@ -358,7 +358,8 @@ const RECENT: usize = 32;
 /// Fans events out to callbacks (the metrics' first: see `BotBuilder::build`), broadcast
 /// subscribers and `tracing`, and keeps the latest notable ones for the replica's status.
 pub(crate) struct EventBus {
-    listeners: RwLock<Vec<Listener>>,
+    /// Fixed when the bot is built: read on every event without a lock.
+    listeners: Box<[Listener]>,
     tx: broadcast::Sender<Event>,
     recent: Mutex<VecDeque<Recent>>,
 }
@@ -367,7 +368,7 @@ impl EventBus {
     pub(crate) fn new(listeners: Vec<Listener>, capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(capacity.max(1));
         let recent = Mutex::new(VecDeque::with_capacity(RECENT));
-        Self { listeners: RwLock::new(listeners), tx, recent }
+        Self { listeners: listeners.into_boxed_slice(), tx, recent }
     }
 
     /// The latest notable events, newest first.
@@ -389,19 +390,16 @@ impl EventBus {
             }
             kept.push_front(recent);
         }
-        if let Ok(listeners) = self.listeners.read() {
-            for l in listeners.iter() {
-                // A panicking listener must not take down the task that emits: a chat worker,
-                // a heartbeat loop.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event))).is_err() {
-                    tracing::error!(target: "botmesh", "an event listener panicked");
-                }
+        for l in &self.listeners {
+            // A panicking listener must not take down the task that emits: a chat worker, a
+            // heartbeat loop.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event))).is_err() {
+                tracing::error!(target: "botmesh", "an event listener panicked");
             }
         }
-        if self.tx.receiver_count() > 0 {
-            // Lagging subscribers lose old events; that is the broadcast contract.
-            let _ = self.tx.send(event);
-        }
+        // Without subscribers the event comes back, and is dropped; lagging subscribers lose
+        // old events, the broadcast contract. One lock either way, taken by the send itself.
+        let _ = self.tx.send(event);
     }
 
     pub(crate) fn error(&self, key: Option<&ChatKey>, error: BotError) {
