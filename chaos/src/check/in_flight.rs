@@ -73,9 +73,6 @@ impl<'a> LetGo<'a> {
         let latest = |ts: &Vec<u64>| ts.iter().copied().filter(|&t| t <= acked).max();
         let accepted = self.taken.get(&(chat, seq, replica)).and_then(latest);
         let ticketed = self.ticketed.get(&(chat, replica)).and_then(latest);
-        match (accepted, ticketed) {
-            (Some(a), Some(t)) => Some(a.min(t)),
-            (a, t) => a.or(t),
-        }
+        accepted.into_iter().chain(ticketed).min()
     }
 }
