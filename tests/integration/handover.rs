@@ -384,18 +384,24 @@ async fn a_webhook_retry_delivered_to_a_second_replica_is_processed_once(backend
     assert!(dup(&a) || dup(&b), "the other one saw it as a duplicate");
 }
 
-async fn a_reply_whose_send_failed_twice_goes_out_on_the_third_run(backend: &impl Backend) {
-    // The platform refuses the reply twice: each run gives the message back, and the outbox
-    // entry it claimed with it, so the third run sends the reply instead of skipping it.
-    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| echo(durable(b))).await;
-    a.provider.fail_sends(2);
-    say(&a, "a1", "pay me");
+/// Says "pay me" on `a` and checks that its reply goes out, once, and that no run took a send
+/// for done.
+async fn pay_me_is_answered_once(a: &Replica) {
+    say(a, "a1", "pay me");
     let sent = tokio::time::timeout(Duration::from_secs(30), a.provider.wait_sent(1)).await;
     assert!(sent.is_ok(), "the reply never went out: {:?}", a.rec.events());
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["echo pay me"]);
     let skipped = a.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. }));
-    assert!(!skipped, "no run took the failed sends for done");
+    assert!(!skipped, "no run took a send for done: {:?}", a.rec.events());
+}
+
+async fn a_reply_whose_send_failed_twice_goes_out_on_the_third_run(backend: &impl Backend) {
+    // The platform refuses the reply twice: each run gives the message back, and the outbox
+    // entry it claimed with it, so the third run sends the reply instead of skipping it.
+    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| echo(durable(b))).await;
+    a.provider.fail_sends(2);
+    pay_me_is_answered_once(&a).await;
     let failed = a.rec.errors().iter().filter(|e| e.to_string().contains("handler failed")).count();
     assert_eq!(failed, 2, "{:?}", a.rec.errors());
     assert!(
@@ -442,13 +448,7 @@ async fn a_later_run_whose_look_for_the_mark_lost_its_reply_still_sends(backend:
     // run's send: nothing was sent yet.
     a.provider.fail_sends(1);
     store.lose_outbox_replies(1);
-    say(&a, "a1", "pay me");
-    let sent = tokio::time::timeout(Duration::from_secs(30), a.provider.wait_sent(1)).await;
-    assert!(sent.is_ok(), "the reply never went out: {:?}", a.rec.events());
-    a.provider.settled(&a.bot).await;
-    assert_eq!(a.provider.texts_to("c"), ["echo pay me"]);
-    let skipped = a.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. }));
-    assert!(!skipped, "no send was taken for done: {:?}", a.rec.events());
+    pay_me_is_answered_once(&a).await;
     assert_eq!(store.outbox_calls(), ["marked", "marked", "claim"], "asked again, then marked");
 }
 
