@@ -51,9 +51,7 @@ impl<'a> LetGo<'a> {
     /// the platform after: in flight across the freeze.
     pub(super) fn across_stop(&self, faults: &[Fault], s: &Sent) -> bool {
         let key = (s.chat, s.seq, s.kind.as_str(), s.fence, s.replica.as_str());
-        let Some(&let_go) =
-            self.sends.get(&key).and_then(|ts| ts.iter().filter(|&&t| t <= s.t).max())
-        else {
+        let Some(let_go) = self.sends.get(&key).and_then(|ts| latest(ts, s.t)) else {
             return false;
         };
         faults.iter().any(|f| {
@@ -70,9 +68,13 @@ impl<'a> LetGo<'a> {
     /// verdict, so with no ticket call between that one and the acknowledgement, the
     /// message's ticket was among that call's.
     pub(super) fn decided_at(&self, chat: u32, seq: u32, replica: &str, acked: u64) -> Option<u64> {
-        let latest = |ts: &Vec<u64>| ts.iter().copied().filter(|&t| t <= acked).max();
-        let accepted = self.taken.get(&(chat, seq, replica)).and_then(latest);
-        let ticketed = self.ticketed.get(&(chat, replica)).and_then(latest);
+        let accepted = self.taken.get(&(chat, seq, replica)).and_then(|ts| latest(ts, acked));
+        let ticketed = self.ticketed.get(&(chat, replica)).and_then(|ts| latest(ts, acked));
         accepted.into_iter().chain(ticketed).min()
     }
+}
+
+/// The latest of the moments `ts` no later than `until`.
+fn latest(ts: &[u64], until: u64) -> Option<u64> {
+    ts.iter().copied().filter(|&t| t <= until).max()
 }

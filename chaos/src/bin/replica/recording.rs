@@ -256,13 +256,13 @@ impl TurnJournal for Granted {
     ) -> botmesh_core::traits::Result<Vec<JournaledTicket>> {
         let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: "journal" })?;
         let answers = journal.take_tickets_journaling(key, records, retain).await?;
-        let taken = answers.iter().filter(|a| matches!(a, JournaledTicket::Appended(_))).count();
-        self.ticketed(key, taken);
-        for answer in &answers {
-            if let JournaledTicket::Appended(Ticket { grant: Some(grant), .. }) = answer {
-                self.granted(grant);
-            }
-        }
+        self.took(
+            key,
+            answers.iter().filter_map(|a| match a {
+                JournaledTicket::Appended(ticket) => Some(ticket),
+                _ => None,
+            }),
+        );
         Ok(answers)
     }
     async fn release_turn_acknowledging(
@@ -287,9 +287,11 @@ pub(crate) struct Granted {
 }
 
 impl Granted {
-    /// Written as soon as a ticket call returns, before the bot answers the senders: the
-    /// moment each message it ticketed was as good as taken.
-    fn ticketed(&self, key: &ChatKey, count: usize) {
+    /// Writes down a ticket call's `tickets` as soon as it returns, before the bot answers the
+    /// senders (the moment each message it ticketed was as good as taken), then the grants
+    /// among them.
+    fn took<'t>(&self, key: &ChatKey, tickets: impl Iterator<Item = &'t Ticket> + Clone) {
+        let count = tickets.clone().count();
         if let Some(chat) = chat_of_key(key.as_str()).filter(|_| count > 0) {
             self.history.write(&Record::Ticketed {
                 chat,
@@ -297,6 +299,9 @@ impl Granted {
                 count,
                 t: now_ns(),
             });
+        }
+        for grant in tickets.filter_map(|t| t.grant.as_ref()) {
+            self.granted(grant);
         }
     }
 
@@ -342,10 +347,7 @@ impl Coordinator for Granted {
     }
     async fn take_ticket(&self, key: &ChatKey) -> botmesh_core::traits::Result<Ticket> {
         let ticket = self.inner.take_ticket(key).await?;
-        self.ticketed(key, 1);
-        if let Some(grant) = &ticket.grant {
-            self.granted(grant);
-        }
+        self.took(key, std::iter::once(&ticket));
         Ok(ticket)
     }
     async fn take_tickets(
@@ -354,10 +356,7 @@ impl Coordinator for Granted {
         count: usize,
     ) -> botmesh_core::traits::Result<Vec<Ticket>> {
         let tickets = self.inner.take_tickets(key, count).await?;
-        self.ticketed(key, tickets.len());
-        for grant in tickets.iter().filter_map(|t| t.grant.as_ref()) {
-            self.granted(grant);
-        }
+        self.took(key, tickets.iter());
         Ok(tickets)
     }
     async fn wait_turn(
