@@ -424,7 +424,7 @@ async fn a_first_run_marks_its_send_after_it_and_a_later_run_looks_for_the_mark_
     say(&a, "a1", "hi");
     a.provider.wait_sent(1).await;
     a.provider.settled(&a.bot).await;
-    assert_eq!(store.outbox_calls(), ["claim"], "the mark, and nothing before the send");
+    assert_eq!(store.outbox_calls(), ["mark"], "the mark, and nothing before the send");
     // The first run's send fails and marks nothing; the second run reads the mark to see
     // whether an earlier run sent, finds none, sends and marks.
     a.provider.fail_sends(1);
@@ -433,7 +433,7 @@ async fn a_first_run_marks_its_send_after_it_and_a_later_run_looks_for_the_mark_
     assert!(sent.is_ok(), "the reply never went out: {:?}", a.rec.events());
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["echo hi", "echo again"]);
-    assert_eq!(store.outbox_calls(), ["claim", "marked", "claim"]);
+    assert_eq!(store.outbox_calls(), ["mark", "marked", "mark"]);
 }
 
 async fn a_later_run_whose_look_for_the_mark_lost_its_reply_still_sends(backend: &impl Backend) {
@@ -449,7 +449,7 @@ async fn a_later_run_whose_look_for_the_mark_lost_its_reply_still_sends(backend:
     a.provider.fail_sends(1);
     store.lose_outbox_replies(1);
     pay_me_is_answered_once(&a).await;
-    assert_eq!(store.outbox_calls(), ["marked", "marked", "claim"], "asked again, then marked");
+    assert_eq!(store.outbox_calls(), ["marked", "marked", "mark"], "asked again, then marked");
 }
 
 /// Echoes, after an hour for "slow" on a slow replica.

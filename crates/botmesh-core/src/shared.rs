@@ -178,7 +178,7 @@ impl Shared {
         // A message the handler built here is not copied to carry its key.
         let message = message.into_owned().with_idempotency_key(key);
         let receipt = self.send(&message, Some(via)).await?;
-        if let Err(e) = inbox.outbox_claim(&mark, ttl).await {
+        if let Err(e) = inbox.outbox_mark(&mark, ttl).await {
             // Unmarked, a rerun of the step sends it again rather than never.
             self.events.error(Some(&chat(&message)), e.into());
         }

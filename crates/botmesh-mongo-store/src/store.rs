@@ -745,25 +745,9 @@ impl JournalStore for MongoStore {
         Ok(done.matched_count == 1)
     }
 
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        let op = "outbox_claim";
-        match self.inner.outbox.insert_one(doc! { "_id": key, "expires_at": self.after(ttl) }).await
-        {
-            Ok(_) => return Ok(true),
-            Err(e) if is_duplicate(&e) => {}
-            Err(e) => return Err(Error::store(op, e)),
-        }
-        // Already claimed: an expired claim (not yet removed by the TTL monitor) is taken over.
-        let done = self
-            .inner
-            .outbox
-            .update_one(
-                doc! { "_id": key, "expires_at": { "$lte": self.now() } },
-                doc! { "$set": { "expires_at": self.after(ttl) } },
-            )
-            .await
-            .map_err(db(op))?;
-        Ok(done.matched_count == 1)
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()> {
+        let mark = doc! { "$set": { "expires_at": self.after(ttl) } };
+        upsert(&self.inner.outbox, doc! { "_id": key }, mark).await.map_err(db("outbox_mark"))
     }
 
     async fn outbox_marked(&self, key: &str) -> Result<bool> {
@@ -774,10 +758,5 @@ impl JournalStore for MongoStore {
             .await
             .map_err(db("outbox_marked"))?;
         Ok(found.is_some())
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        self.inner.outbox.delete_one(doc! { "_id": key }).await.map_err(db("outbox_release"))?;
-        Ok(())
     }
 }

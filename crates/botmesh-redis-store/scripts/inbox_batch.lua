@@ -1,10 +1,9 @@
--- A batch of journal appends, acknowledgements and outbox claims, run in order (see
+-- A batch of journal appends, acknowledgements and outbox marks, run in order (see
 -- `journal_append` and `journal_ack` in the prelude).
 -- KEYS: the pending index, the sequence, then the record (or outbox entry) of each call.
 -- ARGV: the number of appends, then per call: 'a', id, chat key, payload, owner, state, retain
 -- ms (append: 'new', or the existing record's state); 'k', id (acknowledge: 1, or 0 when the
--- record is gone); or 'o', token, ttl ms (claim: 1 when the entry is this token's, set now or
--- by the same claim sent before; 0 when another claim holds it).
+-- record is gone); or 'o', ttl ms (mark a send made, kept ttl ms from now: 1).
 -- Returns, per call, its reply's length (1), then the reply.
 local pending, seqkey, reserve = KEYS[1], KEYS[2], tonumber(ARGV[1])
 local out, a, k = {}, 2, 3
@@ -16,13 +15,9 @@ while a <= #ARGV do
     table.insert(out, journal_append(rec, pending, seqkey, reserve, id, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]))
     a = a + 7
   elseif ARGV[a] == 'o' then
-    local tok = ARGV[a + 1]
-    if redis.call('SET', rec, tok, 'NX', 'PX', ARGV[a + 2]) or redis.call('GET', rec) == tok then
-      table.insert(out, 1)
-    else
-      table.insert(out, 0)
-    end
-    a = a + 3
+    redis.call('SET', rec, '1', 'PX', ARGV[a + 1])
+    table.insert(out, 1)
+    a = a + 2
   else
     table.insert(out, journal_ack(rec, pending, id))
     a = a + 2

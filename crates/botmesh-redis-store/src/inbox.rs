@@ -1,4 +1,4 @@
-//! The journal's batches (see `crate::batch`): appends, acknowledgements and outbox claims of
+//! The journal's batches (see `crate::batch`): appends, acknowledgements and outbox marks of
 //! many chats, one script call per batch in both layouts (their keys share one hash tag).
 
 use redis::Script;
@@ -15,8 +15,8 @@ pub(crate) enum Op {
     Append(Append),
     /// Marks a record handled.
     Ack { id: String },
-    /// Claims outbox entry `key` for `token` (a UUID's 32 hex digits), kept `ttl_ms`.
-    Claim { key: String, token: [u8; 32], ttl_ms: u64 },
+    /// Marks outbox entry `key` (a send made), kept `ttl_ms`.
+    Mark { key: String, ttl_ms: u64 },
 }
 
 /// A record to journal: its id, chat key, payload and owner, copied once into one string
@@ -69,7 +69,7 @@ impl Batch for Inbox {
 
     /// Every call is idempotent, so a batch is sent again after a drop: an append that landed
     /// the first time reads as a pending duplicate of our own, which the runtime takes as its
-    /// own; a claim that landed finds its own token.
+    /// own; a mark made twice is one mark.
     async fn send(&self, ops: Vec<Op>) -> Vec<Reply> {
         let base = self.keys.inbox_base();
         let (pending, seq) = (self.keys.inbox("pending"), self.keys.inbox("seq"));
@@ -78,7 +78,7 @@ impl Batch for Inbox {
             .map(|op| match op {
                 Op::Append(a) => a.fields.len() + a.ends[0] + 64,
                 Op::Ack { id } => 2 * id.len() + 8,
-                Op::Claim { key, token, .. } => key.len() + token.len() + 32,
+                Op::Mark { key, .. } => key.len() + 24,
             })
             .sum::<usize>()
             + ops.len() * base.len();
@@ -89,7 +89,7 @@ impl Batch for Inbox {
             match op {
                 Op::Append(a) => call.arg(Keys::record_arg(&base, a.fields()[0])),
                 Op::Ack { id } => call.arg(Keys::record_arg(&base, id)),
-                Op::Claim { key, .. } => call.arg(Keys::outbox_arg(&base, key)),
+                Op::Mark { key, .. } => call.arg(Keys::outbox_arg(&base, key)),
             };
         }
         call.arg(appends);
@@ -108,8 +108,8 @@ impl Batch for Inbox {
                 Op::Ack { id } => {
                     call.arg("k").arg(id);
                 }
-                Op::Claim { token, ttl_ms, .. } => {
-                    call.arg("o").arg(&token[..]).arg(*ttl_ms);
+                Op::Mark { ttl_ms, .. } => {
+                    call.arg("o").arg(*ttl_ms);
                 }
             }
         }

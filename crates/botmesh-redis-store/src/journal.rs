@@ -129,12 +129,9 @@ impl JournalStore for RedisStore {
         Ok(n == 1)
     }
 
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        let mut token = [0; 32];
-        uuid::Uuid::new_v4().simple().encode_lower(&mut token);
-        let op = Op::Claim { key: key.to_owned(), token, ttl_ms: ms(ttl) };
-        let reply = self.batched(op).await.map_err(|e| Error::store("outbox_claim", e))?;
-        Ok(reply.first().is_some_and(|n| n == "1"))
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()> {
+        let op = Op::Mark { key: key.to_owned(), ttl_ms: ms(ttl) };
+        self.batched(op).await.map(drop).map_err(|e| Error::store("outbox_mark", e))
     }
 
     async fn outbox_marked(&self, key: &str) -> Result<bool> {
@@ -142,12 +139,5 @@ impl JournalStore for RedisStore {
         idempotent(|| async move { self.conn().exists::<_, bool>(key).await })
             .await
             .map_err(|e| Error::store("outbox_marked", e))
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        let key = &self.keys.outbox(key);
-        idempotent(|| async move { self.conn().del::<_, ()>(key).await })
-            .await
-            .map_err(|e| Error::store("outbox_release", e))
     }
 }

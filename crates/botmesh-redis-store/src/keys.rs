@@ -15,7 +15,7 @@
 //! | `P:lease:<name>` | `{P:lease:<name>}` | string | a store lease's holder |
 //! | `P:task:<id>` | `{P:task:<id>}` | string | a scheduled job's last occurrence |
 //! | `P:inbox:r:<id>` | `{P:inbox}:r:<id>` | hash | a journaled message |
-//! | `P:inbox:out:<key>` | `{P:inbox}:out:<key>` | string | an outbox entry (a send made once): the claim's token |
+//! | `P:inbox:out:<key>` | `{P:inbox}:out:<key>` | string | an outbox mark (a send made once): `1` |
 //! | `P:inbox:pending` | `{P:inbox}:pending` | sorted set | journaled messages not acknowledged |
 //! | `P:inbox:seq` | `{P:inbox}:seq` | string | the journal's arrival counter |
 //! | `P:coord:t:<chat>` | `{P:coord:sN}:t:<chat>` | hash | a chat's turn: holder, fence |

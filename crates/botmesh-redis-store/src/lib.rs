@@ -18,7 +18,7 @@
 //!   out). A waiter asks Redis on its own once per lease while subscribed, and polls (5 ms,
 //!   doubling up to `max_poll`) only while the subscription is down.
 //! - **Calls go in batches.** Tickets and releases of many chats, and the journal's appends,
-//!   acknowledgements and outbox claims, each leave in one script call per batch: what a
+//!   acknowledgements and outbox marks, each leave in one script call per batch: what a
 //!   replica asks for while earlier calls are on the wire goes together.
 //! - **Numbers never repeat.** Ticket numbers, fences and checkpoint revisions start from the
 //!   server clock (in microseconds) when their key is created and grow by one, so a key that

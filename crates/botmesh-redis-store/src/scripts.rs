@@ -90,9 +90,10 @@ pub(crate) const RENEW_LEASE: &str = include_str!("../scripts/renew_lease.lua");
 pub(crate) const RELEASE_LEASE: &str = include_str!("../scripts/release_lease.lua");
 
 /// KEYS: pending index, sequence, then one record per call. ARGV per call: `'a', id, key,
-/// payload, owner, state, retain ms` (an append) or `'k', id` (an acknowledgement). Runs the
-/// calls in order and returns, per call, its reply's length (1), then the reply: an append's
-/// 'new' or the existing record's state; an acknowledgement's 1, or 0 when the record is gone.
+/// payload, owner, state, retain ms` (an append), `'k', id` (an acknowledgement) or `'o', ttl
+/// ms` (an outbox mark). Runs the calls in order and returns, per call, its reply's length
+/// (1), then the reply: an append's 'new' or the existing record's state; an
+/// acknowledgement's 1, or 0 when the record is gone; a mark's 1.
 pub(crate) const INBOX_BATCH: &str = include_str!("../scripts/inbox_batch.lua");
 
 /// KEYS: record. ARGV: from, to. Returns 1 when claimed.

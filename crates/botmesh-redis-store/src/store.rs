@@ -83,7 +83,7 @@ pub struct RedisStore {
     pub(crate) keys: Keys,
     pub(crate) options: RedisOptions,
     pub(crate) scripts: Arc<StoreScripts>,
-    /// Journal appends, acknowledgements and outbox claims, in batches; made by the first.
+    /// Journal appends, acknowledgements and outbox marks, in batches; made by the first.
     pub(crate) journal: Arc<std::sync::OnceLock<Batcher<Inbox>>>,
     /// Names this store's journal for its coordinators (see `JournalStore::place`): a nonce,
     /// shared by its clones.

@@ -98,7 +98,7 @@ async fn the_batched_calls_load_the_scripts_a_restarted_server_lost() {
     assert!(matches!(appended, InboxAppend::Appended));
     journal.inbox_ack("m1").await.unwrap();
     assert!(journal.inbox_pending(10).await.unwrap().is_empty(), "acknowledged");
-    assert!(journal.outbox_claim("send-1", Duration::from_secs(60)).await.unwrap());
+    journal.outbox_mark("send-1", Duration::from_secs(60)).await.unwrap();
     assert_eq!(
         script_commands(&mut admin).await - loaded,
         3,

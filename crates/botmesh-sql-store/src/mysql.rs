@@ -683,29 +683,18 @@ impl JournalStore for MySqlStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        let renewed = sqlx::query(sql(format!(
-            "UPDATE botmesh_outbox SET expires_at = {NOW} + ? WHERE `key` = ? AND expires_at <= {NOW}"
-        )))
-        .bind(ms(ttl))
-        .bind(key)
-        .execute(&self.pool)
-        .await
-        .map_err(db("outbox_claim"))?
-        .rows_affected();
-        if renewed == 1 {
-            return Ok(true);
-        }
-        let inserted = sqlx::query(sql(format!(
-            "INSERT IGNORE INTO botmesh_outbox (`key`, expires_at) VALUES (?, {NOW} + ?)"
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()> {
+        sqlx::query(sql(format!(
+            "INSERT INTO botmesh_outbox (`key`, expires_at) VALUES (?, {NOW} + ?)
+             ON DUPLICATE KEY UPDATE expires_at = {NOW} + ?"
         )))
         .bind(key)
         .bind(ms(ttl))
+        .bind(ms(ttl))
         .execute(&self.pool)
         .await
-        .map_err(db("outbox_claim"))?
-        .rows_affected();
-        Ok(inserted == 1)
+        .map_err(db("outbox_mark"))?;
+        Ok(())
     }
 
     async fn outbox_marked(&self, key: &str) -> Result<bool> {
@@ -717,14 +706,5 @@ impl JournalStore for MySqlStore {
         .await
         .map_err(db("outbox_marked"))?;
         Ok(marked.is_some())
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        sqlx::query("DELETE FROM botmesh_outbox WHERE `key` = ?")
-            .bind(key)
-            .execute(&self.pool)
-            .await
-            .map_err(db("outbox_release"))?;
-        Ok(())
     }
 }

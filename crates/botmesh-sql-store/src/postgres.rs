@@ -611,20 +611,19 @@ impl JournalStore for PostgresStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()> {
         let sql = format!(
             "INSERT INTO botmesh_outbox (key, expires_at) VALUES ($1, {})
-             ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at
-             WHERE botmesh_outbox.expires_at <= now() RETURNING key",
+             ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at",
             after(2)
         );
-        let claimed: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql))
+        sqlx::query(AssertSqlSafe(sql))
             .bind(key)
             .bind(ms(ttl))
-            .fetch_optional(&self.pool)
+            .execute(&self.pool)
             .await
-            .map_err(db("outbox_claim"))?;
-        Ok(claimed.is_some())
+            .map_err(db("outbox_mark"))?;
+        Ok(())
     }
 
     async fn outbox_marked(&self, key: &str) -> Result<bool> {
@@ -636,14 +635,5 @@ impl JournalStore for PostgresStore {
         .await
         .map_err(db("outbox_marked"))?;
         Ok(marked.is_some())
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        sqlx::query("DELETE FROM botmesh_outbox WHERE key = $1")
-            .bind(key)
-            .execute(&self.pool)
-            .await
-            .map_err(db("outbox_release"))?;
-        Ok(())
     }
 }

@@ -418,17 +418,21 @@ async fn inbox(store: &dyn JournalStore, p: &str) {
 async fn outbox(store: &dyn JournalStore, p: &str) {
     let held = format!("{p}:out-held");
     assert!(!store.outbox_marked(&held).await.unwrap(), "nothing marked yet");
-    assert!(store.outbox_claim(&held, HELD).await.unwrap(), "the first send is claimed");
-    assert!(store.outbox_marked(&held).await.unwrap(), "a claimed send reads as marked");
+    store.outbox_mark(&held, HELD).await.unwrap();
+    assert!(store.outbox_marked(&held).await.unwrap(), "a marked send reads as marked");
     assert!(store.outbox_marked(&held).await.unwrap(), "reading it changes nothing");
-    assert!(!store.outbox_claim(&held, HELD).await.unwrap(), "the same send is claimed once");
-    store.outbox_release(&held).await.unwrap();
-    assert!(!store.outbox_marked(&held).await.unwrap(), "a released send is not marked");
-    assert!(store.outbox_claim(&held, HELD).await.unwrap(), "a released send is claimed again");
-    store.outbox_release(&format!("{p}:out-never")).await.unwrap();
+    assert!(!store.outbox_marked(&format!("{p}:out-never")).await.unwrap(), "marks are per key");
     let key = format!("{p}:out");
-    assert!(store.outbox_claim(&key, TTL).await.unwrap());
+    let renewed = format!("{p}:out-renewed");
+    store.outbox_mark(&key, TTL).await.unwrap();
+    store.outbox_mark(&renewed, TTL).await.unwrap();
+    // A mark made again (a retry after a lost reply) counts its ttl from the later mark.
+    store.outbox_mark(&renewed, HELD).await.unwrap();
+    store.outbox_mark(&held, HELD).await.unwrap();
     tokio::time::sleep(PAST_TTL).await;
     assert!(!store.outbox_marked(&key).await.unwrap(), "a mark is forgotten after its ttl");
-    assert!(store.outbox_claim(&key, TTL).await.unwrap(), "a claim is forgotten after its ttl");
+    assert!(store.outbox_marked(&renewed).await.unwrap(), "the later mark's ttl counts");
+    assert!(store.outbox_marked(&held).await.unwrap(), "marking again keeps a send marked");
+    store.outbox_mark(&key, HELD).await.unwrap();
+    assert!(store.outbox_marked(&key).await.unwrap(), "an expired mark is made again");
 }

@@ -122,7 +122,7 @@ impl FaultyStore {
         self.fail_appends.store(count, Ordering::SeqCst);
     }
 
-    /// Makes the next `count` outbox calls (`outbox_claim`, `outbox_marked`) land on the
+    /// Makes the next `count` outbox calls (`outbox_mark`, `outbox_marked`) land on the
     /// wrapped store and then fail, as on a connection that dropped before the reply came.
     pub fn lose_outbox_replies(&self, count: u32) {
         self.lose_outbox.store(count, Ordering::SeqCst);
@@ -139,8 +139,8 @@ impl FaultyStore {
         self.acks.load(Ordering::SeqCst)
     }
 
-    /// The outbox calls made so far, in order: `"claim"` (`outbox_claim`), `"marked"`
-    /// (`outbox_marked`) or `"release"` (`outbox_release`).
+    /// The outbox calls made so far, in order: `"mark"` (`outbox_mark`) or `"marked"`
+    /// (`outbox_marked`).
     pub fn outbox_calls(&self) -> Vec<&'static str> {
         lock(&self.outbox).clone()
     }
@@ -360,20 +360,15 @@ impl JournalStore for FaultyStore {
         capability(self.inner.journal(), "inbox_claim")?.inbox_claim(id, from, to).await
     }
 
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        lock(&self.outbox).push("claim");
-        let claimed = capability(self.inner.journal(), "outbox_claim")?.outbox_claim(key, ttl);
-        self.lose_reply("outbox_claim", claimed.await)
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()> {
+        lock(&self.outbox).push("mark");
+        let marked = capability(self.inner.journal(), "outbox_mark")?.outbox_mark(key, ttl);
+        self.lose_reply("outbox_mark", marked.await)
     }
 
     async fn outbox_marked(&self, key: &str) -> Result<bool> {
         lock(&self.outbox).push("marked");
         let marked = capability(self.inner.journal(), "outbox_marked")?.outbox_marked(key);
         self.lose_reply("outbox_marked", marked.await)
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        lock(&self.outbox).push("release");
-        capability(self.inner.journal(), "outbox_release")?.outbox_release(key).await
     }
 }

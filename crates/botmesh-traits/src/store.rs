@@ -489,16 +489,13 @@ pub trait JournalStore: Store {
     /// Moves a pending message from `from` to `to`, if `from` still owns it.
     async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool>;
 
-    /// Records that the send `key` happened; returns `false` if it was already recorded within
-    /// `ttl`, so a step that runs again does not send twice.
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool>;
+    /// Marks the send `key` as made, for `ttl` from now: a step that runs again finds the mark
+    /// (see [`outbox_marked`](Self::outbox_marked)) and does not send twice. Marking a key
+    /// again keeps it marked, `ttl` from the later mark; so a mark whose reply was lost can be
+    /// made again.
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()>;
 
-    /// Whether the send `key` was recorded (by [`outbox_claim`](Self::outbox_claim)) and has
-    /// not expired. Only reads: asked again after a lost reply, it answers the same, where a
-    /// second claim could not tell the first one's record from an earlier run's.
+    /// Whether the send `key` was marked (by [`outbox_mark`](Self::outbox_mark)) and the mark
+    /// has not expired. Only reads: asked again after a lost reply, it answers the same.
     async fn outbox_marked(&self, key: &str) -> Result<bool>;
-
-    /// Forgets the send `key`: it was claimed, but the provider did not take it, so the next
-    /// run of the same step must make it. Forgetting a key that is not there is not an error.
-    async fn outbox_release(&self, key: &str) -> Result<()>;
 }

@@ -229,16 +229,12 @@ impl JournalStore for Recorded {
         self.inner.inbox_claim(id, from, to).await
     }
 
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> botmesh_core::traits::Result<bool> {
-        self.inner.outbox_claim(key, ttl).await
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> botmesh_core::traits::Result<()> {
+        self.inner.outbox_mark(key, ttl).await
     }
 
     async fn outbox_marked(&self, key: &str) -> botmesh_core::traits::Result<bool> {
         self.inner.outbox_marked(key).await
-    }
-
-    async fn outbox_release(&self, key: &str) -> botmesh_core::traits::Result<()> {
-        self.inner.outbox_release(key).await
     }
 }
 

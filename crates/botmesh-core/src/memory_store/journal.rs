@@ -147,28 +147,21 @@ impl JournalStore for MemoryStore {
         }
     }
 
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()> {
         let now = Instant::now();
         let mut g = self.lock()?;
         let journal = &mut g.journal;
         journal.sweep_outbox(now);
-        if journal.outbox.contains_key(key) {
-            return Ok(false);
-        }
         let until = now + ttl;
+        // A mark made again leaves its earlier expiry entry behind; the sweep skips it.
         journal.outbox.insert(key.to_owned(), until);
         journal.outbox_expiry.insert((until, key.to_owned()));
-        Ok(true)
+        Ok(())
     }
 
     async fn outbox_marked(&self, key: &str) -> Result<bool> {
         let now = Instant::now();
         Ok(self.lock()?.journal.outbox.get(key).is_some_and(|&until| until > now))
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        self.lock()?.journal.outbox.remove(key);
-        Ok(())
     }
 }
 
@@ -203,16 +196,18 @@ mod tests {
         assert_eq!(pending, ["c", "d"], "pending in journal order");
 
         let ttl = Duration::from_secs(10);
-        assert!(store.outbox_claim("x", ttl).await.unwrap());
-        assert!(store.outbox_claim("y", ttl).await.unwrap());
-        assert!(!store.outbox_claim("x", ttl).await.unwrap(), "claimed already");
-        store.outbox_release("y").await.unwrap();
-        assert!(store.outbox_claim("y", Duration::from_secs(30)).await.unwrap());
-        tokio::time::advance(Duration::from_secs(11)).await;
-        assert!(store.outbox_claim("z", ttl).await.unwrap());
+        store.outbox_mark("x", ttl).await.unwrap();
+        store.outbox_mark("y", ttl).await.unwrap();
+        tokio::time::advance(Duration::from_secs(5)).await;
+        // Marked again: kept ten seconds from now.
+        store.outbox_mark("y", ttl).await.unwrap();
+        tokio::time::advance(Duration::from_secs(6)).await;
+        store.outbox_mark("z", ttl).await.unwrap();
+        assert!(!store.outbox_marked("x").await.unwrap(), "x expired");
+        assert!(store.outbox_marked("y").await.unwrap(), "y, marked again, did not");
         let g = store.lock().unwrap();
         let mut kept: Vec<&str> = g.journal.outbox.keys().map(String::as_str).collect();
         kept.sort_unstable();
-        assert_eq!(kept, ["y", "z"], "x expired; y, claimed again after its release, did not");
+        assert_eq!(kept, ["y", "z"], "what expired is dropped as calls come");
     }
 }

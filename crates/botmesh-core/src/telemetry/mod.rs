@@ -81,7 +81,7 @@ pub const TURNS_HELD: &str = "botmesh_turns_held";
 /// Journal writes (acknowledgements, releases) that failed and wait in the repair queue
 /// (gauge).
 pub const JOURNAL_BACKLOG: &str = "botmesh_journal_backlog";
-/// Sends claimed in the outbox whose send has not settled yet (gauge).
+/// Sends under the outbox (with durability) that have not settled yet (gauge).
 pub const OUTBOX_BACKLOG: &str = "botmesh_outbox_backlog";
 /// Store calls (histogram, seconds; labels `op`, the store method, and `outcome`: `ok`,
 /// `error`).

@@ -13,7 +13,7 @@ use botmesh_traits::{
 };
 
 /// The store operations, numbered as [`MeteredStore`] times them.
-const OPS: [&str; 26] = [
+const OPS: [&str; 25] = [
     "upsert_chat",
     "get_chat",
     "get_user_data",
@@ -37,8 +37,7 @@ const OPS: [&str; 26] = [
     "inbox_pending",
     "inbox_pending_for",
     "inbox_claim",
-    "outbox_claim",
-    "outbox_release",
+    "outbox_mark",
     "outbox_marked",
 ];
 
@@ -253,17 +252,11 @@ impl JournalStore for MeteredStore {
             .await
     }
 
-    async fn outbox_claim(&self, key: &str, ttl: Duration) -> Result<bool> {
-        self.timed(23, capability(self.inner.journal(), "outbox_claim")?.outbox_claim(key, ttl))
-            .await
-    }
-
-    async fn outbox_release(&self, key: &str) -> Result<()> {
-        self.timed(24, capability(self.inner.journal(), "outbox_release")?.outbox_release(key))
-            .await
+    async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()> {
+        self.timed(23, capability(self.inner.journal(), "outbox_mark")?.outbox_mark(key, ttl)).await
     }
 
     async fn outbox_marked(&self, key: &str) -> Result<bool> {
-        self.timed(25, capability(self.inner.journal(), "outbox_marked")?.outbox_marked(key)).await
+        self.timed(24, capability(self.inner.journal(), "outbox_marked")?.outbox_marked(key)).await
     }
 }
