@@ -42,8 +42,11 @@ on_both_backends!(
     a_delivery_whose_ticket_came_after_the_replica_froze_is_refused_not_acknowledged,
     a_re_run_step_s_send_reaches_the_user_once,
     a_reply_whose_send_failed_twice_goes_out_on_the_third_run,
-    a_first_run_marks_its_send_after_it_and_a_later_run_looks_for_the_mark_before,
+    a_handler_run_that_ends_cleanly_writes_no_mark_and_a_later_run_looks_for_the_mark,
     a_later_run_whose_look_for_the_mark_lost_its_reply_still_sends,
+    a_handler_run_that_fails_after_a_send_marks_it_before_its_message_runs_again,
+    a_handler_s_send_is_marked_while_it_runs_and_not_repeated_by_its_takeover,
+    with_mark_within_zero_a_handler_s_send_is_marked_at_once,
     a_step_resumed_on_its_recorded_answer_does_not_repeat_what_it_sent_for_it,
     an_answer_no_checkpoint_holds_is_released_and_handled_before_the_next_message,
     limit_without_durability_a_re_run_step_sends_again,
@@ -410,46 +413,137 @@ async fn a_reply_whose_send_failed_twice_goes_out_on_the_third_run(backend: &imp
     );
 }
 
-async fn a_first_run_marks_its_send_after_it_and_a_later_run_looks_for_the_mark_before(
+/// A replica `name` on `backend` with `provider`, running `bot` over a [`FaultyStore`] around
+/// the backend's store, which lists its outbox calls.
+async fn over_faulty_store(
+    backend: &impl Backend,
+    name: &str,
+    provider: TestProvider,
+    bot: impl FnOnce(BotBuilder) -> BotBuilder,
+) -> (Replica, Arc<FaultyStore>) {
+    let store = Arc::new(FaultyStore::new(backend.store()));
+    let with_store = {
+        let store = Arc::clone(&store);
+        move |b: BotBuilder| bot(b).store(store)
+    };
+    (replica(backend, name, provider, |c| c, with_store).await, store)
+}
+
+async fn a_handler_run_that_ends_cleanly_writes_no_mark_and_a_later_run_looks_for_the_mark(
     backend: &impl Backend,
 ) {
-    let store = Arc::new(FaultyStore::new(backend.store()));
-    let bot = {
-        let store = Arc::clone(&store);
-        move |b: BotBuilder| echo(durable(b).store(store))
-    };
-    let a = replica(backend, "a", TestProvider::new(), |c| c, bot).await;
-    // Handled for the first time, a message has no earlier run that could have sent its
-    // reply: the reply goes out, then its mark is written.
+    let (a, store) =
+        over_faulty_store(backend, "a", TestProvider::new(), |b| echo(durable(b))).await;
+    // A handler's run that ends cleanly is acknowledged and never runs again: the mark of its
+    // reply is not written.
     say(&a, "a1", "hi");
     a.provider.wait_sent(1).await;
     a.provider.settled(&a.bot).await;
-    assert_eq!(store.outbox_calls(), ["mark"], "the mark, and nothing before the send");
+    assert!(store.outbox_calls().is_empty(), "no mark for a run that ended cleanly");
     // The first run's send fails and marks nothing; the second run reads the mark to see
-    // whether an earlier run sent, finds none, sends and marks.
+    // whether an earlier run sent, finds none, and sends.
     a.provider.fail_sends(1);
     say(&a, "a2", "again");
     let sent = tokio::time::timeout(Duration::from_secs(30), a.provider.wait_sent(2)).await;
     assert!(sent.is_ok(), "the reply never went out: {:?}", a.rec.events());
     a.provider.settled(&a.bot).await;
     assert_eq!(a.provider.texts_to("c"), ["echo hi", "echo again"]);
-    assert_eq!(store.outbox_calls(), ["mark", "marked", "mark"]);
+    assert_eq!(store.outbox_calls(), ["marked"]);
 }
 
 async fn a_later_run_whose_look_for_the_mark_lost_its_reply_still_sends(backend: &impl Backend) {
-    let store = Arc::new(FaultyStore::new(backend.store()));
-    let bot = {
-        let store = Arc::clone(&store);
-        move |b: BotBuilder| echo(durable(b).store(store))
-    };
-    let a = replica(backend, "a", TestProvider::new(), |c| c, bot).await;
+    let (a, store) =
+        over_faulty_store(backend, "a", TestProvider::new(), |b| echo(durable(b))).await;
     // The first run's send fails; the second run's look for the mark reaches the store and
     // its reply is lost. Asked again, it must not take what the first ask did for an earlier
     // run's send: nothing was sent yet.
     a.provider.fail_sends(1);
     store.lose_outbox_replies(1);
     pay_me_is_answered_once(&a).await;
-    assert_eq!(store.outbox_calls(), ["marked", "marked", "mark"], "asked again, then marked");
+    assert_eq!(store.outbox_calls(), ["marked", "marked"], "asked again, then sent");
+}
+
+async fn a_handler_run_that_fails_after_a_send_marks_it_before_its_message_runs_again(
+    backend: &impl Backend,
+) {
+    let provider = TestProvider::new();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let bot = {
+        let provider = provider.clone();
+        move |b: BotBuilder| {
+            durable(b).on_message(move |ctx| {
+                let (provider, runs) = (provider.clone(), Arc::clone(&runs));
+                async move {
+                    ctx.reply("one").await?;
+                    // The platform refuses the second reply of the first run.
+                    if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                        provider.fail_sends(1);
+                    }
+                    ctx.reply("two").await?;
+                    Ok::<_, BotError>(())
+                }
+            })
+        }
+    };
+    let (a, store) = over_faulty_store(backend, "a", provider, bot).await;
+    say(&a, "a1", "go");
+    let sent = tokio::time::timeout(Duration::from_secs(30), a.provider.wait_sent(2)).await;
+    assert!(sent.is_ok(), "the second reply never went out: {:?}", a.rec.events());
+    a.provider.settled(&a.bot).await;
+    // The failed run wrote the mark of "one" before its message was handed back; the next
+    // run found it and skipped the send.
+    assert_eq!(a.provider.texts_to("c"), ["one", "two"], "each reply once");
+    assert_eq!(store.outbox_calls(), ["mark", "marked", "marked"]);
+    assert!(a.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. })));
+}
+
+async fn with_mark_within_zero_a_handler_s_send_is_marked_at_once(backend: &impl Backend) {
+    let at_once = |b: BotBuilder| echo(b.durability(Durability::new().mark_within(Duration::ZERO)));
+    let (a, store) = over_faulty_store(backend, "a", TestProvider::new(), at_once).await;
+    say(&a, "a1", "hi");
+    a.provider.wait_sent(1).await;
+    a.provider.settled(&a.bot).await;
+    assert_eq!(store.outbox_calls(), ["mark"], "marked right after the send");
+}
+
+/// Replies "working", works (for an hour on a slow replica), and replies "done".
+fn work_then_done(slow: bool) -> impl Fn(BotBuilder) -> BotBuilder + Copy {
+    move |b| {
+        durable(b).on_message(move |ctx| async move {
+            ctx.reply("working").await?;
+            if slow {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            ctx.reply("done").await?;
+            Ok::<_, BotError>(())
+        })
+    }
+}
+
+async fn a_handler_s_send_is_marked_while_it_runs_and_not_repeated_by_its_takeover(
+    backend: &impl Backend,
+) {
+    let (a, store) =
+        over_faulty_store(backend, "a", TestProvider::new(), work_then_done(true)).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, work_then_done(false)).await;
+    say(&a, "a1", "go");
+    a.provider.wait_sent(1).await;
+    // The handler still runs: its mark is written `mark_within` (20 ms) after the send.
+    // Generous: a loaded machine may run the timer late.
+    let marked = tokio::time::timeout(Duration::from_secs(10), async {
+        while store.outbox_calls().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    assert!(marked.await.is_ok(), "the mark was not written while the handler ran");
+    assert_eq!(store.outbox_calls(), ["mark"]);
+    a.coordinator.crash();
+    // b takes the message over once a's lease ran out, and runs the handler again.
+    b.provider.wait_sent(1).await;
+    b.provider.settled(&b.bot).await;
+    assert_eq!(a.provider.texts_to("c"), ["working"]);
+    assert_eq!(b.provider.texts_to("c"), ["done"], "\"working\" went out once, from a");
+    assert!(b.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. })));
 }
 
 /// Echoes, after an hour for "slow" on a slow replica.

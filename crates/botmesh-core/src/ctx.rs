@@ -114,7 +114,7 @@ impl Ctx {
             key.push_str(&o.prefix);
             // Writing into a string cannot fail.
             let _ = write!(key, "|{}", o.sent.fetch_add(1, Ordering::SeqCst));
-            OutboxKey { key, fresh: o.fresh }
+            OutboxKey { key, fresh: o.fresh, handler: true }
         })
     }
 

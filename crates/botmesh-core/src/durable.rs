@@ -42,6 +42,8 @@ pub struct Durability {
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) outbox_ttl: Duration,
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub(crate) mark_within: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) replay_every: Duration,
     #[cfg_attr(feature = "serde", serde(deserialize_with = "at_least_one"))]
     pub(crate) max_attempts: u32,
@@ -60,12 +62,14 @@ impl Default for Durability {
 }
 
 impl Durability {
-    /// A day of dedupe memory and outbox records, a replay sweep every second, and up to
-    /// three attempts per message.
+    /// A day of dedupe memory and outbox records, a handler's outbox marks written 20 ms after
+    /// its send when its message still runs, a replay sweep every second, and up to three
+    /// attempts per message.
     pub fn new() -> Self {
         Self {
             retain: Duration::from_secs(24 * 3600),
             outbox_ttl: Duration::from_secs(24 * 3600),
+            mark_within: Duration::from_millis(20),
             replay_every: Duration::from_secs(1),
             max_attempts: 3,
         }
@@ -80,6 +84,23 @@ impl Durability {
     /// How long a send stays recorded in the outbox.
     pub fn outbox_ttl(mut self, ttl: Duration) -> Self {
         self.outbox_ttl = ttl;
+        self
+    }
+
+    /// How long a handler's send waits for its outbox mark to be written while its message
+    /// still runs.
+    ///
+    /// The mark lets a later run of the message skip the send, and a handler's message runs
+    /// again only while it is pending: handed back, or left by a replica that died. So a
+    /// message whose handlers end cleanly within this time is acknowledged with no mark
+    /// written, one that is handed back writes its marks first, and one still running this
+    /// long after a send writes them then. A replica that dies before a mark is written leaves
+    /// the send to go out again from the replica that takes the message over; this widens
+    /// that window by `within` at most. `Duration::ZERO` writes each mark right after its
+    /// send. A flow's or conversation's send is always marked at once: its step can run
+    /// again from a checkpoint after its message was acknowledged.
+    pub fn mark_within(mut self, within: Duration) -> Self {
+        self.mark_within = within;
         self
     }
 

@@ -124,6 +124,7 @@ mod handover;
 mod memory_store;
 mod message;
 mod observe;
+mod outbox;
 mod providers;
 mod repair;
 pub mod retry;

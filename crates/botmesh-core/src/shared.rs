@@ -41,6 +41,9 @@ pub(crate) struct OutboxKey {
     /// Its message is handled for the first time (see [`TurnSlot::is_fresh`]): no earlier run
     /// can have made this send.
     pub(crate) fresh: bool,
+    /// A handler's send, whose mark may wait for its message's run to end (see `outbox.rs`);
+    /// a step's is written at once.
+    pub(crate) handler: bool,
 }
 
 pub(crate) type HandlerFn =
@@ -148,7 +151,7 @@ impl Shared {
         };
         // Boxed: a handler's future holds its sends', and without durability it should not
         // carry room for the outbox's.
-        Box::pin(self.send_deduplicated(turn, message, via, key, durability.outbox_ttl)).await
+        Box::pin(self.send_deduplicated(turn, message, via, key, durability)).await
     }
 
     /// Sends `message` once per outbox `key` (see [`Shared::send_once`]).
@@ -157,15 +160,17 @@ impl Shared {
         turn: &TurnSlot,
         message: Cow<'_, Outbound>,
         via: &str,
-        OutboxKey { key, fresh }: OutboxKey,
-        ttl: Duration,
+        OutboxKey { key, fresh, handler }: OutboxKey,
+        durability: &Durability,
     ) -> Result<SendReceipt> {
         let inbox = self.inbox()?;
         // A send is marked in the outbox once it went out, and skipped by a later run of the
         // same step that finds the mark. A crash between the send and its mark sends it again
         // (at least once, never lost). A message handled for the first time has no earlier
         // run: it sends straight away. A later run reads the mark first; reading writes
-        // nothing, so a crash before the send loses nothing.
+        // nothing, so a crash before the send loses nothing. A handler's mark waits for its
+        // message's run to end, which writes it only when the message may run again (see
+        // `outbox.rs`).
         let mut mark = String::with_capacity(key.len() + 5);
         mark.push_str(&key);
         mark.push_str("|sent");
@@ -178,7 +183,9 @@ impl Shared {
         // A message the handler built here is not copied to carry its key.
         let message = message.into_owned().with_idempotency_key(key);
         let receipt = self.send(&message, Some(via)).await?;
-        if let Err(e) = inbox.outbox_mark(&mark, ttl).await {
+        if handler && !durability.mark_within.is_zero() {
+            turn.marks.keep(mark);
+        } else if let Err(e) = inbox.outbox_mark(&mark, durability.outbox_ttl).await {
             // Unmarked, a rerun of the step sends it again rather than never.
             self.events.error(Some(&chat(&message)), e.into());
         }

@@ -328,6 +328,7 @@ impl ConvCtx {
             st.input.as_ref().map(|input| OutboxKey {
                 key: format!("{}|{input}|{}|{step}|{seq}", self.inner.key, st.name),
                 fresh: self.inner.turn.is_fresh(input),
+                handler: false,
             })
         };
         let inner = &self.inner;

@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 use botmesh_traits::Error;
 
 use super::Turn;
+use crate::outbox::Marks;
 
 /// The turn a chat's worker holds right now, shared with the contexts of that chat so that
 /// their sends and checkpoint writes are fenced, and so that the worker can let the effects
@@ -29,6 +30,8 @@ pub(crate) struct TurnSlot {
     in_flight: AtomicUsize,
     /// Woken when the last effect in flight finishes.
     idle: Notify,
+    /// The outbox marks of the message's handler sends, kept until its run ends.
+    pub(crate) marks: Marks,
 }
 
 /// Counts an effect as in flight until it finishes or is dropped.

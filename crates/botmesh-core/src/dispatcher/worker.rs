@@ -20,9 +20,9 @@ use super::job::{Held, Job, Journal, TIMER_RETRY, Work};
 use super::ticketer::journal_jobs;
 use super::{Dispatcher, lock, panic_message};
 use crate::coordination::{Item, Local, Outcome, Own, Recorded, TurnRun, TurnSlot};
-use crate::durable;
 use crate::shared::Shared;
 use crate::{BotError, Ctx, EndReason, Event, HandoverOutcome, Message, Result};
+use crate::{durable, outbox};
 
 /// How long a worker with nothing queued and no conversation waits for its chat's next job
 /// before it ends. An idle worker costs a parked task and its queues (its job futures are
@@ -258,7 +258,9 @@ impl Worker {
     }
 
     /// Runs `work` in a `handle` span, bounded like [`Worker::bounded`], and counts a message
-    /// that failed; `span` is the message's.
+    /// that failed; `span` is the message's. With durability, the outbox marks its handlers
+    /// kept are written while it runs long, and at its end unless it ended cleanly (see
+    /// `outbox.rs`).
     async fn handle(&mut self, work: Work, changed_hands: bool, span: &Span) -> Outcome {
         let shared = Arc::clone(self.shared());
         let meters = match &work {
@@ -266,14 +268,37 @@ impl Worker {
             Work::Timer { .. } | Work::TakeOver { .. } => None,
         };
         self.failed.store(false, Ordering::Relaxed);
-        let outcome = self
+        let (turn, key) = (Arc::clone(&self.turn), self.key.clone());
+        // Where a handler's kept outbox marks go, with durability (see `outbox.rs`).
+        let marks = match (&shared.durability, shared.inbox()) {
+            (Some(d), Ok(inbox)) => Some((
+                outbox::Writer { inbox, ttl: d.outbox_ttl, events: &shared.events, key: &key },
+                d.mark_within,
+            )),
+            _ => None,
+        };
+        let handled = self
             .bounded(work, changed_hands)
-            .instrument(tracing::debug_span!(target: "botmesh", "handle"))
-            .await;
+            .instrument(tracing::debug_span!(target: "botmesh", "handle"));
+        let outcome = match &marks {
+            Some((to, within)) if !within.is_zero() => {
+                tokio::pin!(handled);
+                tokio::select! {
+                    biased;
+                    outcome = &mut handled => outcome,
+                    () = turn.marks.write_late(to, *within) => handled.await,
+                }
+            }
+            _ => handled.await,
+        };
+        // A turn lost meanwhile: the chat's next holder handles the message again.
+        let lost = self.turn.check().is_err();
+        let failed = lost || self.failed.load(Ordering::Relaxed) || outcome.unfinished();
+        if let Some((to, _)) = &marks {
+            let clean = !failed && !self.turn.is_cut();
+            self.turn.marks.settle(to, clean).await;
+        }
         if let Some(meters) = meters {
-            // A turn lost meanwhile: the chat's next holder handles the message again.
-            let lost = self.turn.check().is_err();
-            let failed = lost || self.failed.load(Ordering::Relaxed) || outcome.unfinished();
             let word = match (lost, failed) {
                 (true, _) => "lost",
                 (false, true) => "failed",
