@@ -62,7 +62,7 @@ fn the_documented_config_file_loads_with_its_values() {
         assert!(store.contains(shown), "{shown} in {store}");
     }
     let durability = format!("{:?}", config.durability);
-    for shown in ["retain: 86400s", "replay_every: 1s", "max_attempts: 3"] {
+    for shown in ["retain: 86400s", "mark_within: 20ms", "replay_every: 1s", "max_attempts: 3"] {
         assert!(durability.contains(shown), "{shown} in {durability}");
     }
     let handover = format!("{:?}", config.handover);
