@@ -537,13 +537,8 @@ async fn a_handler_s_send_is_marked_while_it_runs_and_not_repeated_by_its_takeov
     });
     assert!(marked.await.is_ok(), "the mark was not written while the handler ran");
     assert_eq!(store.outbox_calls(), ["mark"]);
-    a.coordinator.crash();
     // b takes the message over once a's lease ran out, and runs the handler again.
-    b.provider.wait_sent(1).await;
-    b.provider.settled(&b.bot).await;
-    assert_eq!(a.provider.texts_to("c"), ["working"]);
-    assert_eq!(b.provider.texts_to("c"), ["done"], "\"working\" went out once, from a");
-    assert!(b.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. })));
+    taken_over_without_repeating(&a, &b, "working").await;
 }
 
 /// Echoes, after an hour for "slow" on a slow replica.
@@ -605,12 +600,18 @@ async fn a_re_run_step_s_send_reaches_the_user_once(backend: &impl Backend) {
         replica(backend, "b", TestProvider::new(), |c| c, |b| durable(b).flow(pay(false))).await;
     say(&a, "a1", "pay");
     a.provider.wait_sent(1).await;
-    a.coordinator.crash();
     // b replays "pay" once a's lease ran out, and runs the step again.
+    taken_over_without_repeating(&a, &b, "charged").await;
+}
+
+/// Crashes `a`, which sent `first` and then went on working, and checks that `b`, taking the
+/// message over, skips `first` and sends only "done".
+async fn taken_over_without_repeating(a: &Replica, b: &Replica, first: &str) {
+    a.coordinator.crash();
     b.provider.wait_sent(1).await;
     b.provider.settled(&b.bot).await;
-    assert_eq!(a.provider.texts_to("c"), ["charged"]);
-    assert_eq!(b.provider.texts_to("c"), ["done"], "\"charged\" went out once, from a");
+    assert_eq!(a.provider.texts_to("c"), [first]);
+    assert_eq!(b.provider.texts_to("c"), ["done"], "{first:?} went out once, from a");
     assert!(b.rec.events().iter().any(|e| matches!(e, Event::SendSkipped { .. })));
 }
 

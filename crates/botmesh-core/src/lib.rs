@@ -121,6 +121,7 @@ mod event;
 mod flow;
 pub mod guide;
 mod handover;
+mod lock;
 mod memory_store;
 mod message;
 mod observe;

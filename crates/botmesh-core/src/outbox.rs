@@ -18,7 +18,7 @@
 //! widens that window by `mark_within` at most. Flow and conversation steps mark at once: a
 //! step can run again from a checkpoint after its message was acknowledged.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use botmesh_traits::{ChatKey, JournalStore};
@@ -26,6 +26,7 @@ use futures_util::future::join_all;
 use tokio::sync::Notify;
 
 use crate::event::EventBus;
+use crate::lock::lock;
 
 /// Where a chat's kept marks are written: the journal, for how long, and where a mark that
 /// cannot be written is reported.
@@ -46,13 +47,9 @@ pub(crate) struct Marks {
 }
 
 impl Marks {
-    fn kept(&self) -> MutexGuard<'_, Vec<String>> {
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Keeps `mark`, the outbox mark of a send the provider took.
     pub(crate) fn keep(&self, mark: String) {
-        let mut kept = self.kept();
+        let mut kept = lock(&self.kept);
         if kept.is_empty() {
             // A permit when nobody waits: the next wait for it returns at once.
             self.first.notify_one();
@@ -64,7 +61,7 @@ impl Marks {
     /// goes out again if the message runs again). They stay kept until their writes ended, so
     /// a write cut off midway leaves them for [`Marks::settle`].
     async fn write(&self, to: &Writer<'_>) {
-        let marks = self.kept().clone();
+        let marks = lock(&self.kept).clone();
         if marks.is_empty() {
             return;
         }
@@ -72,7 +69,7 @@ impl Marks {
         for e in written.into_iter().filter_map(Result::err) {
             to.events.error(Some(to.key), e.into());
         }
-        let mut kept = self.kept();
+        let mut kept = lock(&self.kept);
         kept.drain(..marks.len());
         if !kept.is_empty() {
             // Kept while these were written: the next round writes them.
@@ -96,6 +93,6 @@ impl Marks {
         if !clean {
             self.write(to).await;
         }
-        self.kept().clear();
+        lock(&self.kept).clear();
     }
 }

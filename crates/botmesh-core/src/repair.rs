@@ -11,7 +11,7 @@
 //! the journal keeps the message meanwhile (a dead owner's records are taken over).
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use backon::ExponentialBackoff;
@@ -21,14 +21,10 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::event::EventBus;
+use crate::lock::lock;
 use crate::telemetry::Tally;
 
 use crate::coordination::RELEASED;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The critical sections below hold no user code and do not panic.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// When a delivery refused after its append gave up looks again whether the append landed:
 /// the append may sit in a frozen server's buffer for a while.

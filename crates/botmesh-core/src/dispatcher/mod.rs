@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use botmesh_traits::{ChatKey, Content, Error, Inbound};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -50,14 +50,10 @@ use self::job::{Job, Journal, Work};
 use self::ticketer::ticketer;
 use self::worker::Worker;
 use crate::coordination::Taken;
+use crate::lock::lock;
 use crate::shared::Shared;
 use crate::telemetry::MessageSpan;
 use crate::{BotError, Event, Result};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section on these mutexes is a few map operations without user code.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// The text of a panic payload.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
