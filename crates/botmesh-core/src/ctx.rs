@@ -110,7 +110,8 @@ impl Ctx {
     /// The outbox key of the next send, with durability.
     fn outbox_key(&self) -> Option<OutboxKey> {
         self.outbox.as_ref().map(|o| {
-            let mut key = String::with_capacity(o.prefix.len() + 11);
+            // Room for `|{n}` and the suffix of its mark (see `mark_of` in `shared.rs`).
+            let mut key = String::with_capacity(o.prefix.len() + 16);
             key.push_str(&o.prefix);
             // Writing into a string cannot fail.
             let _ = write!(key, "|{}", o.sent.fetch_add(1, Ordering::SeqCst));

@@ -171,18 +171,17 @@ impl Shared {
         // nothing, so a crash before the send loses nothing. A handler's mark waits for its
         // message's run to end, which writes it only when the message may run again (see
         // `outbox.rs`).
-        let mut mark = String::with_capacity(key.len() + 5);
-        mark.push_str(&key);
-        mark.push_str("|sent");
         let chat = |m: &Outbound| botmesh_traits::ChatKey::new(m.chat.as_str());
-        if !fresh && self.outbox_marked(turn, inbox, &mark).await? {
+        if !fresh && self.outbox_marked(turn, inbox, &mark_of(key.clone())).await? {
             self.events.emit(Event::SendSkipped { chat: message.chat.clone(), outbox: key });
             return Ok(SendReceipt::new(None));
         }
         let _in_flight = self.meters.outbox_backlog.hold();
         // A message the handler built here is not copied to carry its key.
-        let message = message.into_owned().with_idempotency_key(key);
+        let mut message = message.into_owned().with_idempotency_key(key);
         let receipt = self.send(&message, Some(via)).await?;
+        // The message goes no further: the key it carries (set above) becomes the mark's.
+        let Some(mark) = message.idempotency_key.take().map(mark_of) else { return Ok(receipt) };
         if handler && !durability.mark_within.is_zero() {
             turn.marks.keep(mark);
         } else if let Err(e) = inbox.outbox_mark(&mark, durability.outbox_ttl).await {
@@ -276,4 +275,11 @@ impl Shared {
         self.store.set_user_data(key, &text).await?;
         Ok(())
     }
+}
+
+/// The outbox entry that marks the send of outbox key `key` made. A handler's key is built with
+/// room for the suffix (see `Ctx::outbox_key`).
+fn mark_of(mut key: String) -> String {
+    key.push_str("|sent");
+    key
 }

@@ -131,7 +131,7 @@ async fn together(
             Work::Timer { .. } | Work::TakeOver { .. } => Err(Error::Unsupported { op: "journal" }),
         })
         .collect();
-    let Ok(records) = records else { return apart(shared, coordination, key, jobs).await };
+    let Ok(mut records) = records else { return apart(shared, coordination, key, jobs).await };
     let mut taken = Vec::with_capacity(jobs.len());
     let mut start = 0;
     while start < jobs.len() {
@@ -149,8 +149,10 @@ async fn together(
             }
         };
         let looked = answers.len();
-        for (answer, (job, record)) in answers.into_iter().zip(jobs[start..].iter_mut().zip(rest)) {
-            let id = record.id.clone();
+        let answered = jobs[start..].iter_mut().zip(&mut records[start..]);
+        for (answer, (job, record)) in answers.into_iter().zip(answered) {
+            // A record is not looked at again once answered: its job keeps the id.
+            let id = std::mem::take(&mut record.id);
             match answer {
                 JournaledTicket::Appended(ticket) => {
                     job.journal = Journal::Recorded { id, since: Instant::now(), first: true };
