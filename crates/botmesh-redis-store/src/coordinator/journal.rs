@@ -10,7 +10,7 @@ use botmesh_traits::{
 };
 
 use super::RedisCoordinator;
-use super::batch::Op;
+use super::batch::{Op, Record};
 use crate::conn::ms;
 
 #[async_trait]
@@ -35,7 +35,7 @@ impl TurnJournal for RedisCoordinator {
             tid: tid.clone(),
             owner: first.owner.clone(),
             retain_ms: ms(retain),
-            records: records.iter().map(|r| [r.id.clone(), r.payload.clone()]).collect(),
+            records: records.iter().map(|r| Record::new(&r.id, &r.payload)).collect(),
         };
         // What a lost reply journaled is this incarnation's, found again by the next append.
         let reply = self.take(op, key, tid, "journaling and taking tickets").await?;
