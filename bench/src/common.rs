@@ -1,4 +1,5 @@
-//! What the suites share: spreading a load over bots like a load balancer, and percentiles.
+//! What the suites share: spreading a load over bots like a load balancer, percentiles, and
+//! the bench process's CPU time.
 
 use std::time::Instant;
 
@@ -56,4 +57,20 @@ pub(crate) async fn spread(
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = (sorted.len() as f64 * p).ceil() as usize;
     sorted.get(rank.saturating_sub(1).min(sorted.len().saturating_sub(1))).copied().unwrap_or(0.0)
+}
+
+/// The CPU time this process has used since it started, user and system, all threads, in
+/// seconds: `utime` and `stime` of `/proc/self/stat`, in the kernel's fixed 100 ticks a second
+/// (`USER_HZ`), so read to 10 ms.
+pub(crate) fn process_cpu_s() -> Result<f64, Box<dyn std::error::Error>> {
+    const USER_HZ: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The command name, in parentheses, may hold spaces: the fields counted start after it.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).ok_or("/proc/self/stat has no name")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of the whole line; `after` starts at field 3.
+    let tick = |i: usize| -> Result<f64, Box<dyn std::error::Error>> {
+        Ok(fields.get(i).ok_or("/proc/self/stat is too short")?.parse::<f64>()?)
+    };
+    Ok((tick(11)? + tick(12)?) / USER_HZ)
 }

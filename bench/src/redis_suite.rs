@@ -30,6 +30,10 @@
 //!   and system, `INFO cpu`) during the `replicas3_msgs_per_s` and `durable_msgs_per_s` loads,
 //!   per message; `durable_redis_cmds_per_msg` is `redis_cmds_per_msg` for the durable load.
 //!   On two cores, what Redis spends per message is taken from what the replicas can.
+//! - `process_cpu_us_per_msg`, `durable_process_cpu_us_per_msg`: the CPU time the bench
+//!   process spent (user and system, all threads: the three replicas and the load's senders)
+//!   during the same two loads, per message. With the Redis figures beside them, they say on
+//!   which side of the wire what durability adds is spent.
 //! - `allocs_per_msg`, `durable_allocs_per_msg`: allocations per message for one coordinated
 //!   echo replica, without and with durability (see [`allocs_per_msg`]).
 //! - `polls_while_waiting`, `heartbeat_cmds_while_waiting`, and the `w3_` figures: see
@@ -44,7 +48,7 @@ use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore};
 use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 
-use crate::common::{CHATS, PER_CHAT, percentile, spread};
+use crate::common::{CHATS, PER_CHAT, percentile, process_cpu_s, spread};
 use crate::{Figures, allocs, metered, waits};
 
 pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -130,25 +134,27 @@ async fn redis_cpu_s(url: &str) -> Res<f64> {
 }
 
 /// What one load run over `replicas` measured: its rate, and per message, every command
-/// Redis executed (scripts' inner commands included, heartbeats too) and the CPU time Redis
-/// spent.
+/// Redis executed (scripts' inner commands included, heartbeats too), the CPU time Redis
+/// spent and the CPU time this process spent.
 struct Load {
     msgs_per_s: f64,
     cmds_per_msg: f64,
     redis_cpu_us_per_msg: f64,
+    process_cpu_us_per_msg: f64,
 }
 
 /// Runs the 1,000 chats × 100 messages load over `replicas` (see [`spread`]), with Redis's
 /// command counts reset first.
 async fn load_run(url: &str, replicas: &[(Bot, TestProvider)]) -> Res<Load> {
     reset_stats(url).await?;
-    let cpu = redis_cpu_s(url).await?;
+    let (cpu, own) = (redis_cpu_s(url).await?, process_cpu_s()?);
     let msgs_per_s = spread(replicas).await?;
     let messages = (CHATS * PER_CHAT) as f64;
+    let process_cpu_us_per_msg = (process_cpu_s()? - own) * 1e6 / messages;
     let redis_cpu_us_per_msg = (redis_cpu_s(url).await? - cpu) * 1e6 / messages;
     let cmds_per_msg = commands_executed(url).await? as f64 / messages;
     show_stats(url).await?;
-    Ok(Load { msgs_per_s, cmds_per_msg, redis_cpu_us_per_msg })
+    Ok(Load { msgs_per_s, cmds_per_msg, redis_cpu_us_per_msg, process_cpu_us_per_msg })
 }
 
 /// The calls `INFO commandstats` counts for the commands `counted` keeps (given each line
@@ -464,6 +470,7 @@ pub(crate) async fn run() -> Res<Figures> {
         ("naive_handoff_p99_us", percentile(&naive_gaps, 0.99), "us"),
         ("replicas3_msgs_per_s", replicas3.msgs_per_s, "msg/s"),
         ("redis_cpu_us_per_msg", replicas3.redis_cpu_us_per_msg, "us/msg"),
+        ("process_cpu_us_per_msg", replicas3.process_cpu_us_per_msg, "us/msg"),
         ("replicas3_metrics_off_msgs_per_s", metrics_off, "msg/s"),
         ("replicas3_metrics_msgs_per_s", metrics_on, "msg/s"),
         ("redis_metrics_cost_pct", (1.0 - metrics_on / metrics_off) * 100.0, "%"),
@@ -476,6 +483,7 @@ pub(crate) async fn run() -> Res<Figures> {
         ("durable_vs_replicas3_ratio", durable.msgs_per_s / replicas3.msgs_per_s, "x"),
         ("durable_redis_cmds_per_msg", durable.cmds_per_msg, "commands/msg"),
         ("durable_redis_cpu_us_per_msg", durable.redis_cpu_us_per_msg, "us/msg"),
+        ("durable_process_cpu_us_per_msg", durable.process_cpu_us_per_msg, "us/msg"),
     ];
     figures.extend(waits::w3_figures(&w3));
     figures.extend(waits::w3_hub_figures(&w3_hub));
@@ -504,13 +512,26 @@ pub(crate) async fn load() -> Res<Figures> {
     let store: Arc<dyn Store> = Arc::new(RedisStore::new(&url, "load").await?);
     let mut figures = Vec::new();
     let runs = [
-        (false, ["replicas3_msgs_per_s", "redis_cmds_per_msg", "redis_cpu_us_per_msg"]),
+        (
+            false,
+            [
+                "replicas3_msgs_per_s",
+                "redis_cmds_per_msg",
+                "redis_cpu_us_per_msg",
+                "process_cpu_us_per_msg",
+            ],
+        ),
         (
             true,
-            ["durable_msgs_per_s", "durable_redis_cmds_per_msg", "durable_redis_cpu_us_per_msg"],
+            [
+                "durable_msgs_per_s",
+                "durable_redis_cmds_per_msg",
+                "durable_redis_cpu_us_per_msg",
+                "durable_process_cpu_us_per_msg",
+            ],
         ),
     ];
-    for (durable, [rate, cmds, cpu]) in runs {
+    for (durable, [rate, cmds, cpu, own]) in runs {
         flush(&url).await?;
         let mut three = Vec::new();
         for id in ["a", "b", "c"] {
@@ -526,6 +547,7 @@ pub(crate) async fn load() -> Res<Figures> {
         figures.push((rate, load.msgs_per_s, "msg/s"));
         figures.push((cmds, load.cmds_per_msg, "commands/msg"));
         figures.push((cpu, load.redis_cpu_us_per_msg, "us/msg"));
+        figures.push((own, load.process_cpu_us_per_msg, "us/msg"));
     }
     for (name, durable) in [("allocs_per_msg", false), ("durable_allocs_per_msg", true)] {
         flush(&url).await?;
