@@ -7,6 +7,7 @@ use crate::batch::{self, Batch, Reply};
 use crate::call::ScriptCall;
 use crate::conn::{Conn, idempotent};
 use crate::keys::Keys;
+use crate::parts::Parts;
 
 /// One call of a batch.
 #[derive(Debug)]
@@ -19,41 +20,24 @@ pub(crate) enum Op {
     Mark { key: String, ttl_ms: u64 },
 }
 
-/// A record to journal: its id, chat key, payload and owner, copied once into one string
-/// (a queued call outlives its caller's borrow), with the record's state and retention.
+/// A record to journal: its id, chat key, payload and owner (see [`Parts`]), with the
+/// record's state and retention.
 #[derive(Debug)]
 pub(crate) struct Append {
-    fields: String,
-    /// Where the id, the key and the payload end in `fields`; the owner is the rest.
-    ends: [usize; 3],
+    fields: Parts<4>,
     pub(crate) state: &'static str,
     pub(crate) retain_ms: u64,
 }
 
 impl Append {
     /// A record `id` of chat `key` with `payload`, owned by `owner`.
-    pub(crate) fn new(
-        [id, key, payload, owner]: [&str; 4],
-        state: &'static str,
-        retain_ms: u64,
-    ) -> Self {
-        let mut fields = String::with_capacity(id.len() + key.len() + payload.len() + owner.len());
-        let mut ends = [0; 3];
-        for (end, part) in ends.iter_mut().zip([id, key, payload]) {
-            fields.push_str(part);
-            *end = fields.len();
-        }
-        fields.push_str(owner);
-        Self { fields, ends, state, retain_ms }
+    pub(crate) fn new(fields: [&str; 4], state: &'static str, retain_ms: u64) -> Self {
+        Self { fields: Parts::new(fields), state, retain_ms }
     }
 
     /// The id, the chat key, the payload and the owner.
     pub(crate) fn fields(&self) -> [&str; 4] {
-        let [id, key, payload] = self.ends;
-        let f = &self.fields;
-        // The ends were taken at the parts' boundaries, which are character boundaries.
-        let part = |from: usize, to: usize| f.get(from..to).unwrap_or_default();
-        [part(0, id), part(id, key), part(key, payload), part(payload, f.len())]
+        self.fields.get()
     }
 }
 
@@ -76,7 +60,7 @@ impl Batch for Inbox {
         let bytes = ops
             .iter()
             .map(|op| match op {
-                Op::Append(a) => a.fields.len() + a.ends[0] + 64,
+                Op::Append(a) => a.fields.bytes() + a.fields()[0].len() + 64,
                 Op::Ack { id } => 2 * id.len() + 8,
                 Op::Mark { key, .. } => key.len() + 24,
             })

@@ -79,6 +79,7 @@ mod coordinator;
 mod inbox;
 mod journal;
 mod keys;
+mod parts;
 mod scripts;
 mod store;
 

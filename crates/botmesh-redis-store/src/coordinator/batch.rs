@@ -10,6 +10,7 @@ use crate::batch::{self, Batch, Reply};
 use crate::call::ScriptCall;
 use crate::conn::Conn;
 use crate::keys::Keys;
+use crate::parts::Parts;
 
 /// One call of a batch.
 #[derive(Debug)]
@@ -19,7 +20,7 @@ pub(super) enum Op {
     /// Messages of `key` journaled in order (`records`: each one's id and payload, owned by
     /// `owner`, kept `retain_ms` once acknowledged), with a ticket for each one journaled now,
     /// for the call `tid`. Only in the standalone layout, where the journal shares the server.
-    Journal { key: ChatKey, tid: String, owner: String, retain_ms: u64, records: Vec<Record> },
+    Journal { key: ChatKey, tid: String, owner: String, retain_ms: u64, records: Vec<Parts<2>> },
     /// The turn of ticket `seq` of `key` given back, with the run of our tickets through
     /// `through` that held it after `seq` (`seq` itself outside a run); with journaled
     /// message `ack` acknowledged, if any (standalone layout only).
@@ -32,33 +33,6 @@ pub(super) enum Op {
         hand_back: bool,
         ack: Option<String>,
     },
-}
-
-/// A message to journal: its id and payload, copied once into one string (a queued call
-/// outlives its caller's borrow).
-#[derive(Debug)]
-pub(super) struct Record {
-    text: String,
-    /// Where the id ends in `text`; the payload is the rest.
-    id_end: usize,
-}
-
-impl Record {
-    pub(super) fn new(id: &str, payload: &str) -> Self {
-        let mut text = String::with_capacity(id.len() + payload.len());
-        text.push_str(id);
-        text.push_str(payload);
-        Self { text, id_end: id.len() }
-    }
-
-    fn id(&self) -> &str {
-        // Taken at the id's end, a character boundary.
-        self.text.get(..self.id_end).unwrap_or_default()
-    }
-
-    fn payload(&self) -> &str {
-        self.text.get(self.id_end..).unwrap_or_default()
-    }
 }
 
 impl Op {
@@ -74,7 +48,7 @@ impl Op {
         match self {
             Self::Take { tid, .. } => (0, tid.len() + 16),
             Self::Journal { tid, owner, records, .. } => {
-                let records: usize = records.iter().map(|r| r.id().len() + r.text.len() + 8).sum();
+                let records: usize = records.iter().map(|r| r.get()[0].len() + r.bytes() + 8).sum();
                 (2 + self.records(), tid.len() + owner.len() + records + base + 32)
             }
             Self::Release { ack, .. } => {
@@ -175,7 +149,8 @@ impl Turns {
                 (Op::Journal { records, .. }, Some(j)) => {
                     call.arg(&j.pending).arg(&j.seq);
                     for record in records {
-                        call.arg(Keys::record_arg(&j.base, record.id()));
+                        let [id, _] = record.get();
+                        call.arg(Keys::record_arg(&j.base, id));
                     }
                 }
                 (Op::Release { ack: Some(id), .. }, Some(j)) => {
@@ -195,7 +170,8 @@ impl Turns {
                     call.arg("j").arg(key.as_str()).arg(records.len()).arg(tid);
                     call.arg(owner).arg(*retain_ms);
                     for record in records {
-                        call.arg(record.id()).arg(record.payload());
+                        let [id, payload] = record.get();
+                        call.arg(id).arg(payload);
                     }
                 }
                 Op::Release { key, seq, through, used, keep_ms, hand_back, ack } => {
@@ -212,18 +188,5 @@ impl Turns {
             }
         }
         batch::split(call.invoke(&mut self.conn.clone()).await, ops.len())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Record;
-
-    #[test]
-    fn a_record_s_id_and_payload_come_back_apart_from_their_one_string() {
-        let record = Record::new("tg:ünï", "{\"text\":\"héllo\"}");
-        assert_eq!((record.id(), record.payload()), ("tg:ünï", "{\"text\":\"héllo\"}"));
-        let empty = Record::new("", "p");
-        assert_eq!((empty.id(), empty.payload()), ("", "p"));
     }
 }

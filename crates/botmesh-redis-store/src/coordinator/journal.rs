@@ -10,8 +10,9 @@ use botmesh_traits::{
 };
 
 use super::RedisCoordinator;
-use super::batch::{Op, Record};
+use super::batch::Op;
 use crate::conn::ms;
+use crate::parts::Parts;
 
 #[async_trait]
 impl TurnJournal for RedisCoordinator {
@@ -35,7 +36,7 @@ impl TurnJournal for RedisCoordinator {
             tid: tid.clone(),
             owner: first.owner.clone(),
             retain_ms: ms(retain),
-            records: records.iter().map(|r| Record::new(&r.id, &r.payload)).collect(),
+            records: records.iter().map(|r| Parts::new([&r.id, &r.payload])).collect(),
         };
         // What a lost reply journaled is this incarnation's, found again by the next append.
         let reply = self.take(op, key, tid, "journaling and taking tickets").await?;
