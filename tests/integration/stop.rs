@@ -159,6 +159,25 @@ async fn pending(store: &FaultyStore) -> usize {
 }
 
 #[tokio::test(start_paused = true)]
+async fn acknowledgements_of_many_chats_share_a_store_call_and_the_bot_is_idle_once_they_land() {
+    let (bot, provider, rec, store) = durable_echo();
+    // Held a second each, so that the chats' jobs end while the first call is out.
+    store.delay_acknowledgements(Duration::from_secs(1));
+    bot.start().await.unwrap();
+    for chat in 0..200 {
+        provider.say(&format!("c{chat}"), "hi");
+    }
+    provider.settled(&bot).await;
+    assert_eq!(provider.sent_count(), 200);
+    assert_eq!(pending(&store).await, 0, "idle only once every acknowledgement landed");
+    assert_eq!(store.acknowledgements_tried(), 200, "each message acknowledged once");
+    let calls = store.acknowledgement_calls();
+    assert!(calls <= 3, "200 acknowledgements took {calls} store calls");
+    assert!(rec.errors().is_empty(), "{:?}", rec.errors());
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_acknowledgement_that_failed_is_tried_again_until_it_lands() {
     let (bot, provider, rec, store) = durable_echo();
     store.fail_acknowledgements(3);

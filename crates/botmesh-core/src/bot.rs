@@ -381,6 +381,8 @@ impl Bot {
         dispatcher.hand_back_rest();
         dispatcher.close();
         dispatcher.drained().await;
+        // What failed of them goes to the repair queue, flushed below.
+        dispatcher.acks_settled().await;
         // No worker is left to queue a repair: the repair task ends after its pass, and what
         // it had not landed yet is tried once more.
         let repairer = self.inner.repairer.lock().ok().and_then(|mut slot| slot.take());

@@ -336,17 +336,6 @@ pub(crate) async fn claim(shared: &Shared, record: &InboxRecord) -> Claim {
     }
 }
 
-/// Acknowledges journaled message `id` of chat `key`: handled, or given up on. When the store
-/// cannot take it, the acknowledgement is reported and queued for repair until it lands: a
-/// message left pending under a live replica would stand in the journal in front of the
-/// chat's released messages, and be handled again once that replica is gone.
-pub(crate) async fn acknowledge(shared: &Arc<Shared>, key: &ChatKey, id: &str) {
-    if let Err(e) = async { shared.inbox()?.inbox_ack(id).await }.await {
-        shared.events.error(Some(key), e.into());
-        shared.repairs.push(Repair::Ack { key: key.clone(), id: id.to_owned() });
-    }
-}
-
 /// Releases journaled message `id`, owned by `from`, for the chat's next holder. When the
 /// store cannot take it, the release is reported and queued for repair until it lands.
 pub(crate) async fn release(shared: &Arc<Shared>, key: &ChatKey, id: &str, from: &str) {

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 const IN_FLIGHT: usize = 2;
 
 /// The most calls in one batch.
-const MAX_BATCH: usize = 256;
+pub(crate) const MAX_BATCH: usize = 256;
 
 /// What a call gets back: its part of the batch's reply, or the batch's error.
 pub(crate) type Reply = Result<Vec<String>, Arc<redis::RedisError>>;
@@ -69,6 +69,11 @@ impl<S: Batch> Batcher<S> {
     pub(crate) fn new(sender: S) -> Self {
         let slots = Mutex::new(Slots { busy: 0, queued: VecDeque::new() });
         Self { inner: Arc::new(Inner { sender, slots }) }
+    }
+
+    /// What sends the batches, for a caller with a batch of its own to send.
+    pub(crate) fn sender(&self) -> &S {
+        &self.inner.sender
     }
 
     /// Sends `op`, at once when a slot is free, else in the next batch, and returns its reply.

@@ -11,23 +11,27 @@ use botmesh_traits::{
 use redis::{AsyncCommands, Script};
 
 use crate::KeyLayout;
-use crate::batch::Batcher;
+use crate::batch::{Batch, Batcher, MAX_BATCH};
 use crate::conn::{idempotent, ms};
 use crate::inbox::{Append, Inbox, Op};
 use crate::scripts::{self, with_prelude};
 use crate::store::RedisStore;
 
 impl RedisStore {
-    /// Runs `op` in the next batch of journal writes.
-    async fn batched(&self, op: Op) -> std::result::Result<Vec<String>, Arc<redis::RedisError>> {
-        let batcher = self.journal.get_or_init(|| {
+    /// The batcher of this store's journal writes.
+    fn inbox(&self) -> &Batcher<Inbox> {
+        self.journal.get_or_init(|| {
             Batcher::new(Inbox {
                 conn: self.conn(),
                 keys: self.keys.clone(),
                 script: Script::new(&with_prelude(scripts::INBOX_BATCH)),
             })
-        });
-        batcher.call(op).await
+        })
+    }
+
+    /// Runs `op` in the next batch of journal writes.
+    async fn batched(&self, op: Op) -> std::result::Result<Vec<String>, Arc<redis::RedisError>> {
+        self.inbox().call(op).await
     }
 }
 
@@ -60,6 +64,18 @@ impl JournalStore for RedisStore {
         self.batched(Op::Ack { id: id.to_owned() })
             .await
             .map_err(|e| Error::store("inbox_ack", e))?;
+        Ok(())
+    }
+
+    /// One script call per [`MAX_BATCH`] acknowledgements, sent as they are: the runtime
+    /// batched them already.
+    async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
+        for chunk in ids.chunks(MAX_BATCH) {
+            let ops = chunk.iter().map(|id| Op::Ack { id: id.clone() }).collect();
+            for reply in self.inbox().sender().send(ops).await {
+                reply.map_err(|e| Error::store("inbox_ack_batch", e))?;
+            }
+        }
         Ok(())
     }
 

@@ -411,8 +411,16 @@ async fn inbox(store: &dyn JournalStore, p: &str) {
         InboxAppend::Appended,
         "an acknowledged id is forgotten after its retention"
     );
-    store.inbox_ack(&short).await.unwrap();
-    store.inbox_ack(&id2).await.unwrap();
+    // Several at once, one of them acknowledged already: each ends up acknowledged.
+    store.inbox_ack_batch(&[short.clone(), id2.clone(), id.clone()]).await.unwrap();
+    let pending = store.inbox_pending(10_000).await.unwrap();
+    assert!(
+        !pending.iter().any(|r| r.id == short || r.id == id2),
+        "a batch acknowledges each of its records"
+    );
+    let acked = store.inbox_get(&id2).await.unwrap().expect("kept for dedupe after the ack");
+    assert_eq!(acked.state, InboxState::Acked);
+    store.inbox_ack_batch(&[]).await.unwrap();
 }
 
 async fn outbox(store: &dyn JournalStore, p: &str) {

@@ -58,6 +58,8 @@ pub struct FaultyStore {
     lose_outbox: AtomicU32,
     refuse_renewals: AtomicU32,
     acks: AtomicU32,
+    ack_calls: AtomicU32,
+    ack_delay: Mutex<Option<Duration>>,
     outbox: Mutex<Vec<&'static str>>,
     landed: Arc<Mutex<Vec<Instant>>>,
 }
@@ -86,6 +88,8 @@ impl FaultyStore {
             lose_outbox: AtomicU32::new(0),
             refuse_renewals: AtomicU32::new(0),
             acks: AtomicU32::new(0),
+            ack_calls: AtomicU32::new(0),
+            ack_delay: Mutex::new(None),
             outbox: Mutex::default(),
             landed: Arc::default(),
         }
@@ -117,6 +121,12 @@ impl FaultyStore {
         self.fail_acks.store(count, Ordering::SeqCst);
     }
 
+    /// Makes every later call acknowledging journaled messages (`inbox_ack_batch`) wait
+    /// `delay` before its acknowledgements are tried (`None`: at once).
+    pub fn delay_acknowledgements(&self, delay: impl Into<Option<Duration>>) {
+        *lock(&self.ack_delay) = delay.into();
+    }
+
     /// Makes the next `count` journal appends (`inbox_append`) fail without landing.
     pub fn fail_journal_appends(&self, count: u32) {
         self.fail_appends.store(count, Ordering::SeqCst);
@@ -137,6 +147,13 @@ impl FaultyStore {
     /// How many journal acknowledgements were tried, failed ones included.
     pub fn acknowledgements_tried(&self) -> u32 {
         self.acks.load(Ordering::SeqCst)
+    }
+
+    /// How many calls acknowledging several journaled messages at once (`inbox_ack_batch`)
+    /// were made; each acknowledgement in them counts in
+    /// [`acknowledgements_tried`](Self::acknowledgements_tried) too.
+    pub fn acknowledgement_calls(&self) -> u32 {
+        self.ack_calls.load(Ordering::SeqCst)
     }
 
     /// The outbox calls made so far, in order: `"mark"` (`outbox_mark`) or `"marked"`
@@ -342,6 +359,20 @@ impl JournalStore for FaultyStore {
             return Err(Error::store("inbox_ack", "the test failed this acknowledgement"));
         }
         capability(self.inner.journal(), "inbox_ack")?.inbox_ack(id).await
+    }
+
+    /// Each acknowledgement as [`inbox_ack`](JournalStore::inbox_ack) here, so that the
+    /// failures set up apply to them one by one.
+    async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
+        self.ack_calls.fetch_add(1, Ordering::SeqCst);
+        let delay = *lock(&self.ack_delay);
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        for id in ids {
+            self.inbox_ack(id).await?;
+        }
+        Ok(())
     }
 
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {

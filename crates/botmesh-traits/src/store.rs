@@ -467,6 +467,18 @@ pub trait JournalStore: Store {
     /// Marks a journaled message as handled.
     async fn inbox_ack(&self, id: &str) -> Result<()>;
 
+    /// Marks several journaled messages as handled, as [`inbox_ack`](Self::inbox_ack) does
+    /// each. The runtime acknowledges what many chats handled meanwhile with one call, so a
+    /// store that can write them in one round trip should. On an error some may have landed;
+    /// each is tried again, which an acknowledgement allows. The default acknowledges them
+    /// one by one and stops at the first error.
+    async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
+        for id in ids {
+            self.inbox_ack(id).await?;
+        }
+        Ok(())
+    }
+
     /// Reads a journaled message, pending or acknowledged, while the journal remembers it.
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>>;
 

@@ -54,9 +54,10 @@ impl Journal for Dispatcher {
         durable::claim(&self.shared, record).await
     }
 
+    /// Queued, not awaited (see `acks.rs`).
     async fn acknowledge(&self, key: &ChatKey, id: &str) {
         self.acknowledged(id);
-        durable::acknowledge(&self.shared, key, id).await;
+        self.acks.push(&self.shared, key, id);
     }
 
     fn rides_releases(&self) -> bool {
@@ -90,7 +91,7 @@ impl Journal for Dispatcher {
         }
         lock(&self.failures).remove(id);
         self.report(key, BotError::GaveUp { key: key.clone(), id: message.clone(), attempts: max });
-        durable::acknowledge(&self.shared, key, id).await;
+        self.acks.push(&self.shared, key, id);
     }
 
     fn report(&self, key: &ChatKey, error: BotError) {

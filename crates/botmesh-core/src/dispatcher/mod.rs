@@ -17,6 +17,7 @@
 //! - `worker.rs`: runs what each job's turn hands it, bounded by `settle`, and finishes the
 //!   turn's run (which acknowledges, hands back, releases);
 //! - `journal.rs`: the journal operations a turn's run uses, over the bot's store;
+//! - `acks.rs`: the acknowledgements of handled messages, written in batches off their path;
 //! - `route.rs`: hooks, the waiting conversation, triggers, handlers;
 //! - `conversation.rs`: drives the chat's conversation future, its timers and its end;
 //! - `resume.rs`: reads a conversation back from its checkpoint row;
@@ -32,6 +33,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
+mod acks;
 mod conversation;
 mod dedupe;
 mod exits;
@@ -45,6 +47,7 @@ mod worker;
 
 pub(crate) use self::replay::replay;
 
+use self::acks::Acks;
 use self::dedupe::{Dedupe, Seen, Waiter};
 use self::job::{Job, Journal, Work};
 use self::ticketer::ticketer;
@@ -87,6 +90,8 @@ pub(crate) struct Dispatcher {
     hand_back: Notify,
     /// How many times each journaled message failed on a backend or the transport here.
     failures: Mutex<HashMap<String, u32>>,
+    /// Acknowledgements queued and not written yet.
+    acks: Arc<Acks>,
 }
 
 impl Dispatcher {
@@ -103,6 +108,7 @@ impl Dispatcher {
             handing_back: AtomicBool::new(false),
             hand_back: Notify::new(),
             failures: Mutex::default(),
+            acks: Arc::default(),
         }
     }
 
@@ -317,19 +323,30 @@ impl Dispatcher {
         self.pending.load(Ordering::SeqCst)
     }
 
-    /// Waits until every queued message has been handled.
+    /// Whether every queued message has been handled, its acknowledgement written.
     pub(crate) fn is_idle(&self) -> bool {
-        self.pending.load(Ordering::SeqCst) == 0
+        self.pending.load(Ordering::SeqCst) == 0 && self.acks.is_settled()
     }
 
+    /// Waits until every queued message has been handled, its acknowledgement written.
     pub(crate) async fn wait_idle(&self) {
         loop {
             let notified = self.idle.notified();
+            if self.pending.load(Ordering::SeqCst) != 0 {
+                notified.await;
+                continue;
+            }
+            // A job queues its acknowledgement before it counts as done.
+            self.acks.settled().await;
             if self.pending.load(Ordering::SeqCst) == 0 {
                 return;
             }
-            notified.await;
         }
+    }
+
+    /// Waits until the acknowledgements queued so far are written (or queued for repair).
+    pub(crate) async fn acks_settled(&self) {
+        self.acks.settled().await;
     }
 
     /// Stops taking messages; every worker goes on with what its chat queued, then ends.

@@ -13,7 +13,7 @@ use botmesh_traits::{
 };
 
 /// The store operations, numbered as [`MeteredStore`] times them.
-const OPS: [&str; 25] = [
+const OPS: [&str; 26] = [
     "upsert_chat",
     "get_chat",
     "get_user_data",
@@ -39,6 +39,7 @@ const OPS: [&str; 25] = [
     "inbox_claim",
     "outbox_mark",
     "outbox_marked",
+    "inbox_ack_batch",
 ];
 
 /// A store whose calls are timed.
@@ -228,6 +229,11 @@ impl JournalStore for MeteredStore {
 
     async fn inbox_ack(&self, id: &str) -> Result<()> {
         self.timed(18, capability(self.inner.journal(), "inbox_ack")?.inbox_ack(id)).await
+    }
+
+    async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
+        let journal = capability(self.inner.journal(), "inbox_ack_batch")?;
+        self.timed(25, journal.inbox_ack_batch(ids)).await
     }
 
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
