@@ -688,6 +688,13 @@ impl JournalStore for MongoStore {
         Ok(())
     }
 
+    /// Each acknowledgement as [`inbox_ack`](JournalStore::inbox_ack) does it (its retention
+    /// counts from its own acknowledgement), all at once over the driver's pool.
+    async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
+        let acked = futures_util::future::join_all(ids.iter().map(|id| self.inbox_ack(id))).await;
+        acked.into_iter().collect()
+    }
+
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
         let found = self.inner.inbox.find_one(doc! { "_id": id }).await.map_err(db("inbox_get"))?;
         let Some(d) = found else { return Ok(None) };

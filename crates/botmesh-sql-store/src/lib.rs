@@ -58,6 +58,18 @@ fn inbox_record(
         .with_state(inbox_state(Some(&state)))
 }
 
+/// The most ids one statement acknowledges: a batch goes in statements of this many.
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
+const ACK_CHUNK: usize = 256;
+
+/// `n` placeholders, `?, ?, …`, for an `IN (…)` list.
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
+fn placeholders(n: usize) -> String {
+    let mut list = "?, ".repeat(n);
+    list.truncate(list.len().saturating_sub(2));
+    list
+}
+
 /// A pending inbox row as a record: `(id, key, payload, owner)`.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 fn pending_record(

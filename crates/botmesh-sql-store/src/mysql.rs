@@ -647,6 +647,19 @@ impl JournalStore for MySqlStore {
         Ok(())
     }
 
+    /// One statement per [`ACK_CHUNK`](crate::ACK_CHUNK) ids.
+    async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
+        for chunk in ids.chunks(crate::ACK_CHUNK) {
+            let sql = sql(format!(
+                "UPDATE botmesh_inbox SET state = 'acked', forget_at = {NOW} + retain_ms WHERE id IN ({})",
+                crate::placeholders(chunk.len())
+            ));
+            let query = chunk.iter().fold(sqlx::query(sql), |q, id| q.bind(id));
+            query.execute(&self.pool).await.map_err(db("inbox_ack_batch"))?;
+        }
+        Ok(())
+    }
+
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
         let row = sqlx::query(sql(format!(
             "SELECT `key`, payload, owner, state FROM botmesh_inbox WHERE id = ? AND (forget_at IS NULL OR forget_at > {NOW})"

@@ -575,6 +575,21 @@ impl JournalStore for PostgresStore {
         Ok(())
     }
 
+    /// One statement for the whole batch.
+    async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE botmesh_inbox SET state = 'acked', forget_at = now() + (retain_ms * interval '1 millisecond') WHERE id = ANY($1)",
+        )
+        .bind(ids)
+        .execute(&self.pool)
+        .await
+        .map_err(db("inbox_ack_batch"))?;
+        Ok(())
+    }
+
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
         let row = sqlx::query(
             "SELECT key, payload, owner, state FROM botmesh_inbox WHERE id = $1 AND (forget_at IS NULL OR forget_at > now())",

@@ -579,6 +579,19 @@ impl JournalStore for SqliteStore {
         Ok(())
     }
 
+    /// One statement per [`ACK_CHUNK`](crate::ACK_CHUNK) ids.
+    async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
+        for chunk in ids.chunks(crate::ACK_CHUNK) {
+            let sql = format!(
+                "UPDATE botmesh_inbox SET state = 'acked', forget_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + retain_ms WHERE id IN ({})",
+                crate::placeholders(chunk.len())
+            );
+            let query = chunk.iter().fold(sqlx::query(AssertSqlSafe(sql)), |q, id| q.bind(id));
+            query.execute(&self.pool).await.map_err(db("inbox_ack_batch"))?;
+        }
+        Ok(())
+    }
+
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
         let row = sqlx::query(
             "SELECT key, payload, owner, state FROM botmesh_inbox WHERE id = ?1 AND (forget_at IS NULL OR forget_at > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))",
