@@ -178,6 +178,20 @@ async fn acknowledgements_of_many_chats_share_a_store_call_and_the_bot_is_idle_o
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_store_that_panics_acknowledging_fails_the_call_and_the_repair_queue_lands_it() {
+    let (bot, provider, rec, store) = durable_echo();
+    store.panic_on_acknowledgements(1);
+    bot.start().await.unwrap();
+    provider.say("c1", "hi");
+    provider.settled(&bot).await;
+    assert_eq!(provider.texts_to("c1"), ["a did hi"]);
+    assert_eq!(rec.errors().len(), 1, "the panic is reported: {:?}", rec.errors());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(pending(&store).await, 0, "the repair queue acknowledged it");
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_acknowledgement_that_failed_is_tried_again_until_it_lands() {
     let (bot, provider, rec, store) = durable_echo();
     store.fail_acknowledgements(3);

@@ -60,6 +60,7 @@ pub struct FaultyStore {
     acks: AtomicU32,
     ack_calls: AtomicU32,
     ack_delay: Mutex<Option<Duration>>,
+    ack_panics: AtomicU32,
     outbox: Mutex<Vec<&'static str>>,
     landed: Arc<Mutex<Vec<Instant>>>,
 }
@@ -90,6 +91,7 @@ impl FaultyStore {
             acks: AtomicU32::new(0),
             ack_calls: AtomicU32::new(0),
             ack_delay: Mutex::new(None),
+            ack_panics: AtomicU32::new(0),
             outbox: Mutex::default(),
             landed: Arc::default(),
         }
@@ -125,6 +127,12 @@ impl FaultyStore {
     /// `delay` before its acknowledgements are tried (`None`: at once).
     pub fn delay_acknowledgements(&self, delay: impl Into<Option<Duration>>) {
         *lock(&self.ack_delay) = delay.into();
+    }
+
+    /// Makes the next `count` calls acknowledging journaled messages (`inbox_ack_batch`)
+    /// panic, as a store with a bug would, before any acknowledgement is tried.
+    pub fn panic_on_acknowledgements(&self, count: u32) {
+        self.ack_panics.store(count, Ordering::SeqCst);
     }
 
     /// Makes the next `count` journal appends (`inbox_append`) fail without landing.
@@ -365,6 +373,9 @@ impl JournalStore for FaultyStore {
     /// failures set up apply to them one by one.
     async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
         self.ack_calls.fetch_add(1, Ordering::SeqCst);
+        if Self::take(&self.ack_panics) {
+            panic!("the test made this acknowledgement call panic");
+        }
         let delay = *lock(&self.ack_delay);
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;

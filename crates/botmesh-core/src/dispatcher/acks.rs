@@ -14,9 +14,11 @@
 //! queued leaves their messages pending, to be handled again where they are taken over: the
 //! same window an acknowledgement on the wire always left, plus the call in front of it.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-use botmesh_traits::ChatKey;
+use botmesh_traits::{ChatKey, Error};
+use futures_util::FutureExt;
 use tokio::sync::Notify;
 
 use crate::lock::lock;
@@ -83,7 +85,15 @@ impl Acks {
                 }
                 (std::mem::take(&mut queue.keys), std::mem::take(&mut queue.ids))
             };
-            if let Err(e) = async { shared.inbox()?.inbox_ack_batch(&ids).await }.await {
+            // A store that panics fails the call instead of leaving the queue unwritten.
+            let written = AssertUnwindSafe(async { shared.inbox()?.inbox_ack_batch(&ids).await })
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    let message = super::panic_message(&*panic);
+                    Err(Error::store("inbox_ack_batch", format!("the store panicked: {message}")))
+                });
+            if let Err(e) = written {
                 // Reported once per call, for its chat when it carried one message.
                 let key = keys.first().filter(|_| keys.len() == 1);
                 shared.events.error(key, e.into());
