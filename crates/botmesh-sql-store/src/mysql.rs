@@ -142,6 +142,20 @@ async fn last_id(conn: &mut MySqlConnection) -> std::result::Result<i64, sqlx::E
 }
 
 impl MySqlStore {
+    /// Acknowledges journaled messages `ids`, one statement per [`ACK_CHUNK`](crate::ACK_CHUNK)
+    /// of them; `op` names the call in errors.
+    async fn acknowledge(&self, ids: &[&str], op: &'static str) -> Result<()> {
+        for chunk in ids.chunks(crate::ACK_CHUNK) {
+            let sql = sql(format!(
+                "UPDATE botmesh_inbox SET state = 'acked', forget_at = {NOW} + retain_ms WHERE id IN ({})",
+                crate::placeholders(chunk.len())
+            ));
+            let query = chunk.iter().fold(sqlx::query(sql), |q, id| q.bind(id));
+            query.execute(&self.pool).await.map_err(db(op))?;
+        }
+        Ok(())
+    }
+
     /// Connects to `url` with the default options.
     pub async fn new(url: impl Into<String>) -> Result<Self> {
         Self::connect(MySqlOptions::new(url)).await
@@ -637,27 +651,13 @@ impl JournalStore for MySqlStore {
     }
 
     async fn inbox_ack(&self, id: &str) -> Result<()> {
-        sqlx::query(sql(format!(
-            "UPDATE botmesh_inbox SET state = 'acked', forget_at = {NOW} + retain_ms WHERE id = ?"
-        )))
-        .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(db("inbox_ack"))?;
-        Ok(())
+        self.acknowledge(&[id], "inbox_ack").await
     }
 
     /// One statement per [`ACK_CHUNK`](crate::ACK_CHUNK) ids.
     async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
-        for chunk in ids.chunks(crate::ACK_CHUNK) {
-            let sql = sql(format!(
-                "UPDATE botmesh_inbox SET state = 'acked', forget_at = {NOW} + retain_ms WHERE id IN ({})",
-                crate::placeholders(chunk.len())
-            ));
-            let query = chunk.iter().fold(sqlx::query(sql), |q, id| q.bind(id));
-            query.execute(&self.pool).await.map_err(db("inbox_ack_batch"))?;
-        }
-        Ok(())
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.acknowledge(&ids, "inbox_ack_batch").await
     }
 
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {

@@ -134,6 +134,21 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
+    /// Acknowledges journaled messages `ids` in one statement; `op` names the call in errors.
+    async fn acknowledge(&self, ids: &[&str], op: &'static str) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE botmesh_inbox SET state = 'acked', forget_at = now() + (retain_ms * interval '1 millisecond') WHERE id = ANY($1)",
+        )
+        .bind(ids)
+        .execute(&self.pool)
+        .await
+        .map_err(db(op))?;
+        Ok(())
+    }
+
     /// Connects to `url` with the default options.
     pub async fn new(url: impl Into<String>) -> Result<Self> {
         Self::connect(PostgresOptions::new(url)).await
@@ -565,29 +580,13 @@ impl JournalStore for PostgresStore {
     }
 
     async fn inbox_ack(&self, id: &str) -> Result<()> {
-        sqlx::query(
-            "UPDATE botmesh_inbox SET state = 'acked', forget_at = now() + (retain_ms * interval '1 millisecond') WHERE id = $1",
-        )
-        .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(db("inbox_ack"))?;
-        Ok(())
+        self.acknowledge(&[id], "inbox_ack").await
     }
 
     /// One statement for the whole batch.
     async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(
-            "UPDATE botmesh_inbox SET state = 'acked', forget_at = now() + (retain_ms * interval '1 millisecond') WHERE id = ANY($1)",
-        )
-        .bind(ids)
-        .execute(&self.pool)
-        .await
-        .map_err(db("inbox_ack_batch"))?;
-        Ok(())
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.acknowledge(&ids, "inbox_ack_batch").await
     }
 
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {

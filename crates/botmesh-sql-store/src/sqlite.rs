@@ -131,6 +131,20 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// Acknowledges journaled messages `ids`, one statement per [`ACK_CHUNK`](crate::ACK_CHUNK)
+    /// of them; `op` names the call in errors.
+    async fn acknowledge(&self, ids: &[&str], op: &'static str) -> Result<()> {
+        for chunk in ids.chunks(crate::ACK_CHUNK) {
+            let sql = format!(
+                "UPDATE botmesh_inbox SET state = 'acked', forget_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + retain_ms WHERE id IN ({})",
+                crate::placeholders(chunk.len())
+            );
+            let query = chunk.iter().fold(sqlx::query(AssertSqlSafe(sql)), |q, id| q.bind(id));
+            query.execute(&self.pool).await.map_err(db(op))?;
+        }
+        Ok(())
+    }
+
     /// Opens (or creates) the database file at `path`.
     pub async fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
         Self::connect(SqliteOptions::file(path)).await
@@ -569,27 +583,13 @@ impl JournalStore for SqliteStore {
     }
 
     async fn inbox_ack(&self, id: &str) -> Result<()> {
-        sqlx::query(
-            "UPDATE botmesh_inbox SET state = 'acked', forget_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + retain_ms WHERE id = ?1",
-        )
-        .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(db("inbox_ack"))?;
-        Ok(())
+        self.acknowledge(&[id], "inbox_ack").await
     }
 
     /// One statement per [`ACK_CHUNK`](crate::ACK_CHUNK) ids.
     async fn inbox_ack_batch(&self, ids: &[String]) -> Result<()> {
-        for chunk in ids.chunks(crate::ACK_CHUNK) {
-            let sql = format!(
-                "UPDATE botmesh_inbox SET state = 'acked', forget_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + retain_ms WHERE id IN ({})",
-                crate::placeholders(chunk.len())
-            );
-            let query = chunk.iter().fold(sqlx::query(AssertSqlSafe(sql)), |q, id| q.bind(id));
-            query.execute(&self.pool).await.map_err(db("inbox_ack_batch"))?;
-        }
-        Ok(())
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.acknowledge(&ids, "inbox_ack_batch").await
     }
 
     async fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>> {
