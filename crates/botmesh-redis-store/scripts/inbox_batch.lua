@@ -23,4 +23,5 @@ while a <= #ARGV do
     a = a + 2
   end
 end
+index_flush()
 return out

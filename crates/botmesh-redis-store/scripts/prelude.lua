@@ -236,7 +236,31 @@ end
 -- the first one is written (`reserve`: how many it may write); a duplicate leaves its place
 -- unused.
 local jseq, jleft = 0, 0
--- Journals record `rec` (id `id`) unless it exists. Returns 'new', or the existing state.
+-- The index's changes a script call makes, written together by `index_flush` before it
+-- returns: one ZADD and one ZREM for all its records, where each record cost one of each.
+-- Nothing in a call reads the index, and additions go first, so a record journaled and
+-- acknowledged in one call leaves the index as it found it.
+local index_key, index_adds, index_rems = nil, {}, {}
+-- Redis's Lua takes at most 8,000 values from `unpack`: a change goes in chunks below that.
+local function index_write(cmd, values)
+  for i = 1, #values, 4000 do
+    redis.call(cmd, index_key, unpack(values, i, math.min(i + 3999, #values)))
+  end
+end
+local function index_flush()
+  if #index_adds > 0 then index_write('ZADD', index_adds); index_adds = {} end
+  if #index_rems > 0 then index_write('ZREM', index_rems); index_rems = {} end
+end
+-- Notes that this call changes index `pending` (a call's records share one; another one
+-- flushes the first's changes).
+local function index_of(pending)
+  if index_key ~= pending then
+    if index_key then index_flush() end
+    index_key = pending
+  end
+end
+-- Journals record `rec` (id `id`) unless it exists, indexed at `index_flush`. Returns 'new', or
+-- the existing state.
 local function journal_append(rec, pending, seqkey, reserve, id, key, payload, owner, state, retain)
   local existing = redis.call('HGET', rec, 's')
   if existing then return existing end
@@ -249,19 +273,23 @@ local function journal_append(rec, pending, seqkey, reserve, id, key, payload, o
   jleft = jleft - 1
   redis.call('HSET', rec, 'k', key, 'p', payload, 'o', owner, 's', state, 'n', retain)
   if state == 'pending' then
-    redis.call('ZADD', pending, jseq, id)
+    index_of(pending)
+    table.insert(index_adds, jseq)
+    table.insert(index_adds, id)
   else
     redis.call('PEXPIRE', rec, retain)
   end
   return 'new'
 end
--- Acknowledges record `rec` (id `id`): out of the index, kept for dedupe as long as it says.
+-- Acknowledges record `rec` (id `id`): out of the index (at `index_flush`), kept for dedupe as
+-- long as it says.
 -- Returns 1, or 0 when it is gone.
 local function journal_ack(rec, pending, id)
   local retain = redis.call('HGET', rec, 'n')
   if not retain then return 0 end
   redis.call('HSET', rec, 's', 'acked')
-  redis.call('ZREM', pending, id)
+  index_of(pending)
+  table.insert(index_rems, id)
   redis.call('PEXPIRE', rec, retain)
   return 1
 end

@@ -69,4 +69,5 @@ while a <= #ARGV do
     a = a + 8
   end
 end
+index_flush()
 return out

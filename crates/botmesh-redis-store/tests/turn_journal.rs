@@ -145,3 +145,37 @@ async fn a_turn_s_release_acknowledges_its_message_in_the_same_call() {
     assert_eq!(journal.release_turn_acknowledging(&stale, &used, "m3").await.unwrap(), Some(false));
     assert_eq!(store.inbox_get("m3").await.unwrap().unwrap().state, InboxState::Acked);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_of_many_chats_journaling_together_index_every_message_in_order() {
+    // 70 chats of 64 messages each (the most a replica journals for one chat at once), taken
+    // at once: all but the first calls share a script call, whose index changes are more than
+    // one Redis command can carry.
+    const CHATS: usize = 70;
+    const PER_CHAT: usize = 64;
+    let (_server, mut admin, store, coordinator) = setup().await;
+    let journal = coordinator.turn_journal().unwrap();
+    let batches: Vec<(ChatKey, Vec<InboxRecord>)> = (0..CHATS)
+        .map(|c| {
+            let ids: Vec<String> = (0..PER_CHAT).map(|n| format!("c{c}-m{n}")).collect();
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            (ChatKey::from(format!("chat-{c}").as_str()), records(&coordinator, &ids))
+        })
+        .collect();
+    reset_stats(&mut admin).await;
+    let takes = batches.iter().map(|(key, records)| async {
+        journal.take_tickets_journaling(key, records, RETAIN).await.unwrap()
+    });
+    let answers = futures_util::future::join_all(takes).await;
+    let calls = script_calls(&mut admin).await;
+    assert!(calls < 10, "the takes went together: {calls} script calls");
+    assert!(answers.iter().flatten().all(|a| matches!(a, JournaledTicket::Appended(_))));
+    let pending = store.inbox_pending(CHATS * PER_CHAT + 1).await.unwrap();
+    assert_eq!(pending.len(), CHATS * PER_CHAT, "every message indexed");
+    for (c, (key, _)) in batches.iter().enumerate() {
+        let ids: Vec<&str> =
+            pending.iter().filter(|r| r.key == *key).map(|r| r.id.as_str()).collect();
+        let expected: Vec<String> = (0..PER_CHAT).map(|n| format!("c{c}-m{n}")).collect();
+        assert_eq!(ids, expected, "chat {c} journaled in order");
+    }
+}
