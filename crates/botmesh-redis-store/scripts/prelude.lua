@@ -1,4 +1,11 @@
 local function s(n) return string.format('%.0f', n) end
+-- Runs `cmd key values…`, in chunks: Redis's Lua takes at most 8,000 values from `unpack`.
+-- A chunk's 4,000 is even: it never parts a score from its member.
+local function chunked(cmd, key, values)
+  for i = 1, #values, 4000 do
+    redis.call(cmd, key, unpack(values, i, math.min(i + 3999, #values)))
+  end
+end
 -- The server's clock in microseconds, read once per script call: the counters a call starts
 -- (see `counter`) are each a different field, so one reading serves them all.
 local now_us
@@ -162,7 +169,7 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
       table.insert(members, m)
     end
   end
-  if #members > 0 then redis.call('ZADD', q, unpack(members)) end
+  if #members > 0 then chunked('ZADD', q, members) end
   local holder = ''
   if h then
     holder = string.match(h, '^([^|]*)|')
@@ -241,15 +248,9 @@ local jseq, jleft = 0, 0
 -- Nothing in a call reads the index, and additions go first, so a record journaled and
 -- acknowledged in one call leaves the index as it found it.
 local index_key, index_adds, index_rems = nil, {}, {}
--- Redis's Lua takes at most 8,000 values from `unpack`: a change goes in chunks below that.
-local function index_write(cmd, values)
-  for i = 1, #values, 4000 do
-    redis.call(cmd, index_key, unpack(values, i, math.min(i + 3999, #values)))
-  end
-end
 local function index_flush()
-  if #index_adds > 0 then index_write('ZADD', index_adds); index_adds = {} end
-  if #index_rems > 0 then index_write('ZREM', index_rems); index_rems = {} end
+  if #index_adds > 0 then chunked('ZADD', index_key, index_adds); index_adds = {} end
+  if #index_rems > 0 then chunked('ZREM', index_key, index_rems); index_rems = {} end
 end
 -- Notes that this call changes index `pending` (a call's records share one; another one
 -- flushes the first's changes).
