@@ -1,8 +1,14 @@
 //! Batching across chats: calls of one kind made while earlier ones are on the wire go to Redis
 //! together, in one script call per batch. A call made while fewer than [`IN_FLIGHT`] are out
 //! goes at once, alone, from its caller's task; under load, calls queue while the slots are
-//! busy, and the slot that frees first sends all that queued in one batch. The coordinator
-//! batches its tickets and releases this way, the store its journal's writes.
+//! busy, and the slot that frees first sends what queued, in batches of at most [`MAX_BATCH`]
+//! (by weight, see [`Batch::weight`]). The coordinator batches its tickets and releases this
+//! way, the store its journal's writes.
+//!
+//! Under a burst, a batch is the script call everything after it waits for: Redis runs one
+//! script at a time. So a batch is bounded by the work its script does, not by its calls
+//! alone, and a call that frees waiting work (a turn given back) goes ahead of the calls
+//! queued before it that start new work (see [`Batch::urgent`]).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -14,7 +20,7 @@ use tokio::sync::oneshot;
 /// Calls (or batches) on the wire at once.
 const IN_FLIGHT: usize = 2;
 
-/// The most calls in one batch.
+/// The most one batch weighs: as many plain calls (see [`Batch::weight`]).
 pub(crate) const MAX_BATCH: usize = 256;
 
 /// What a call gets back: its part of the batch's reply, or the batch's error.
@@ -27,6 +33,19 @@ pub(crate) trait Batch: Send + Sync + 'static {
 
     /// Sends `ops` and returns each one's reply, in order.
     fn send(&self, ops: Vec<Self::Op>) -> impl Future<Output = Vec<Reply>> + Send;
+
+    /// What `op` weighs in a batch, in plain calls, about the work its script does for it
+    /// (at least 1): a batch stops growing at [`MAX_BATCH`], so that the calls behind it wait
+    /// for a script of bounded length. 1 by default.
+    fn weight(_op: &Self::Op) -> usize {
+        1
+    }
+
+    /// Whether `op` goes ahead of the calls queued before it that do not (in its order among
+    /// those that do). No call by default.
+    fn urgent(_op: &Self::Op) -> bool {
+        false
+    }
 }
 
 struct Call<Op> {
@@ -37,9 +56,11 @@ struct Call<Op> {
 struct Slots<Op> {
     /// Calls or batches on the wire.
     busy: usize,
-    /// Calls waiting for a slot, oldest first. A deque: a batch leaves from the front while
-    /// the rest stays where it is.
+    /// Calls waiting for a slot: the urgent ones first, then the others, each oldest first. A
+    /// deque: a batch leaves from the front while the rest stays where it is.
     queued: VecDeque<Call<Op>>,
+    /// How many calls at the front of `queued` are urgent.
+    urgent: usize,
 }
 
 /// Sends calls of one kind, batching those made while the slots are busy.
@@ -67,7 +88,7 @@ fn short() -> Arc<redis::RedisError> {
 impl<S: Batch> Batcher<S> {
     /// A batcher sending through `sender`.
     pub(crate) fn new(sender: S) -> Self {
-        let slots = Mutex::new(Slots { busy: 0, queued: VecDeque::new() });
+        let slots = Mutex::new(Slots { busy: 0, queued: VecDeque::new(), urgent: 0 });
         Self { inner: Arc::new(Inner { sender, slots }) }
     }
 
@@ -85,7 +106,13 @@ impl<S: Batch> Batcher<S> {
                 Turn::Now(op)
             } else {
                 let (reply, answer) = oneshot::channel();
-                slots.queued.push_back(Call { op, reply });
+                if S::urgent(&op) {
+                    let at = slots.urgent;
+                    slots.queued.insert(at, Call { op, reply });
+                    slots.urgent += 1;
+                } else {
+                    slots.queued.push_back(Call { op, reply });
+                }
                 Turn::Queued(answer)
             }
         };
@@ -147,7 +174,8 @@ async fn drain<S: Batch>(inner: Arc<Inner<S>>) {
                 slots.busy -= 1;
                 return;
             }
-            let take = slots.queued.len().min(MAX_BATCH);
+            let take = batch_len::<S>(&slots.queued);
+            slots.urgent = slots.urgent.saturating_sub(take);
             slots.queued.drain(..take).collect()
         };
         let (ops, replies): (Vec<S::Op>, Vec<oneshot::Sender<Reply>>) =
@@ -157,6 +185,21 @@ async fn drain<S: Batch>(inner: Arc<Inner<S>>) {
             let _ = reply.send(results.next().unwrap_or_else(|| Err(short())));
         }
     }
+}
+
+/// How many calls from the front of `queued` the next batch takes: at least one, and as many
+/// more as keep it within [`MAX_BATCH`] by weight.
+fn batch_len<S: Batch>(queued: &VecDeque<Call<S::Op>>) -> usize {
+    let mut weight = 0;
+    let mut len = 0;
+    for call in queued {
+        weight += S::weight(&call.op).max(1);
+        if len > 0 && weight > MAX_BATCH {
+            break;
+        }
+        len += 1;
+    }
+    len
 }
 
 /// Splits a batch's reply into its calls' parts (each is its length, then its items), or
@@ -231,6 +274,81 @@ mod tests {
         // Idle again: a call goes at once.
         assert_eq!(batcher.call(7).await.unwrap(), ["7"]);
         assert_eq!(echo.0.lock().unwrap().last(), Some(&1));
+    }
+
+    /// Answers each call with its own number after 50 ms, recording each batch's calls. A
+    /// call weighs its number (`Heavy`), or is urgent from 100 on (`Hurried`).
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<Vec<u32>>>);
+
+    struct Heavy(Arc<Recorded>);
+    struct Hurried(Arc<Recorded>);
+
+    impl Recorded {
+        async fn answer(&self, ops: Vec<u32>) -> Vec<Reply> {
+            self.0.lock().unwrap().push(ops.clone());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ops.into_iter().map(|n| Ok(vec![n.to_string()])).collect()
+        }
+    }
+
+    impl Batch for Heavy {
+        type Op = u32;
+
+        async fn send(&self, ops: Vec<u32>) -> Vec<Reply> {
+            self.0.answer(ops).await
+        }
+
+        fn weight(op: &u32) -> usize {
+            *op as usize
+        }
+    }
+
+    impl Batch for Hurried {
+        type Op = u32;
+
+        async fn send(&self, ops: Vec<u32>) -> Vec<Reply> {
+            self.0.answer(ops).await
+        }
+
+        fn urgent(op: &u32) -> bool {
+            *op >= 100
+        }
+    }
+
+    /// Makes `calls` in order, each from a task of its own, and checks each one's reply.
+    async fn call_all<S: Batch<Op = u32>>(batcher: Batcher<S>, calls: &[u32]) {
+        let batcher = Arc::new(batcher);
+        let tasks: Vec<_> = calls
+            .iter()
+            .map(|&n| {
+                let batcher = Arc::clone(&batcher);
+                tokio::spawn(async move { (n, batcher.call(n).await) })
+            })
+            .collect();
+        for task in tasks {
+            let (n, reply) = task.await.unwrap();
+            assert_eq!(reply.unwrap(), [n.to_string()]);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_stops_growing_at_its_weight() {
+        let recorded = Arc::new(Recorded::default());
+        // Two calls take the slots; the rest queue, and leave in batches of at most 256 by
+        // weight: a call heavier than that alone.
+        call_all(Batcher::new(Heavy(Arc::clone(&recorded))), &[1, 1, 200, 100, 50, 300, 1]).await;
+        let mut batches = recorded.0.lock().unwrap().clone();
+        batches.sort();
+        assert_eq!(batches, [vec![1], vec![1], vec![1], vec![100, 50], vec![200], vec![300]]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn urgent_calls_go_ahead_of_those_queued_before_them_in_their_own_order() {
+        let recorded = Arc::new(Recorded::default());
+        call_all(Batcher::new(Hurried(Arc::clone(&recorded))), &[0, 1, 2, 100, 3, 101, 4]).await;
+        let batches = recorded.0.lock().unwrap().clone();
+        assert_eq!(batches, [vec![0], vec![1], vec![100, 101, 2, 3, 4]]);
     }
 
     #[test]

@@ -97,6 +97,18 @@ pub(super) struct Turns {
 impl Batch for Turns {
     type Op = Op;
 
+    /// A journaling take's script writes each of its records: it weighs one per record more.
+    fn weight(op: &Op) -> usize {
+        1 + op.records()
+    }
+
+    /// A release goes ahead of the takes queued before it: the chat's next message, here or
+    /// on another replica, waits for it, while a take under a burst starts a message that
+    /// waits behind others anyway.
+    fn urgent(op: &Op) -> bool {
+        matches!(op, Op::Release { .. })
+    }
+
     async fn send(&self, ops: Vec<Op>) -> Vec<Reply> {
         if self.keys.layout() == KeyLayout::Standalone {
             // One shard: every chat's keys share the prefix.
