@@ -63,6 +63,39 @@ struct Slots<Op> {
     urgent: usize,
 }
 
+impl<Op> Slots<Op> {
+    /// Queues `call`: an urgent one after the urgent calls queued, another one last.
+    fn queue(&mut self, call: Call<Op>, urgent: bool) {
+        if urgent {
+            self.queued.insert(self.urgent, call);
+            self.urgent += 1;
+        } else {
+            self.queued.push_back(call);
+        }
+    }
+
+    /// Takes the next batch from the front: at least one call, and as many more as keep it
+    /// within [`MAX_BATCH`] by `weight`.
+    fn next_batch(&mut self, weight: impl Fn(&Op) -> usize) -> Vec<Call<Op>> {
+        let (mut total, mut len) = (0, 0);
+        for call in &self.queued {
+            total += weight(&call.op).max(1);
+            if len > 0 && total > MAX_BATCH {
+                break;
+            }
+            len += 1;
+        }
+        self.urgent = self.urgent.saturating_sub(len);
+        self.queued.drain(..len).collect()
+    }
+
+    /// Drops every queued call (their callers get an error).
+    fn clear(&mut self) {
+        self.queued.clear();
+        self.urgent = 0;
+    }
+}
+
 /// Sends calls of one kind, batching those made while the slots are busy.
 pub(crate) struct Batcher<S: Batch> {
     inner: Arc<Inner<S>>,
@@ -106,13 +139,8 @@ impl<S: Batch> Batcher<S> {
                 Turn::Now(op)
             } else {
                 let (reply, answer) = oneshot::channel();
-                if S::urgent(&op) {
-                    let at = slots.urgent;
-                    slots.queued.insert(at, Call { op, reply });
-                    slots.urgent += 1;
-                } else {
-                    slots.queued.push_back(Call { op, reply });
-                }
+                let urgent = S::urgent(&op);
+                slots.queue(Call { op, reply }, urgent);
                 Turn::Queued(answer)
             }
         };
@@ -158,7 +186,7 @@ impl<S: Batch> Drop for Slot<S> {
                 runtime.spawn(drain(Arc::clone(&self.0)));
             }
             Err(_) => {
-                slots.queued.clear();
+                slots.clear();
                 slots.busy -= 1;
             }
         }
@@ -174,9 +202,7 @@ async fn drain<S: Batch>(inner: Arc<Inner<S>>) {
                 slots.busy -= 1;
                 return;
             }
-            let take = batch_len::<S>(&slots.queued);
-            slots.urgent = slots.urgent.saturating_sub(take);
-            slots.queued.drain(..take).collect()
+            slots.next_batch(S::weight)
         };
         let (ops, replies): (Vec<S::Op>, Vec<oneshot::Sender<Reply>>) =
             batch.into_iter().map(|c| (c.op, c.reply)).unzip();
@@ -185,21 +211,6 @@ async fn drain<S: Batch>(inner: Arc<Inner<S>>) {
             let _ = reply.send(results.next().unwrap_or_else(|| Err(short())));
         }
     }
-}
-
-/// How many calls from the front of `queued` the next batch takes: at least one, and as many
-/// more as keep it within [`MAX_BATCH`] by weight.
-fn batch_len<S: Batch>(queued: &VecDeque<Call<S::Op>>) -> usize {
-    let mut weight = 0;
-    let mut len = 0;
-    for call in queued {
-        weight += S::weight(&call.op).max(1);
-        if len > 0 && weight > MAX_BATCH {
-            break;
-        }
-        len += 1;
-    }
-    len
 }
 
 /// Splits a batch's reply into its calls' parts (each is its length, then its items), or
@@ -234,12 +245,14 @@ pub(crate) fn split(reply: redis::RedisResult<Vec<Value>>, calls: usize) -> Vec<
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     use redis::Value;
+    use tokio::sync::oneshot;
 
-    use super::{Batch, Batcher, IN_FLIGHT, Reply, split};
+    use super::{Batch, Batcher, Call, IN_FLIGHT, Reply, Slots, split};
 
     /// Answers each call with its own number after 50 ms, recording each batch's size.
     #[derive(Default)]
@@ -349,6 +362,21 @@ mod tests {
         call_all(Batcher::new(Hurried(Arc::clone(&recorded))), &[0, 1, 2, 100, 3, 101, 4]).await;
         let batches = recorded.0.lock().unwrap().clone();
         assert_eq!(batches, [vec![0], vec![1], vec![100, 101, 2, 3, 4]]);
+    }
+
+    #[test]
+    fn a_cleared_queue_puts_urgent_calls_first_again() {
+        let mut slots = Slots { busy: 0, queued: VecDeque::new(), urgent: 0 };
+        let call = |op: u32| Call { op, reply: oneshot::channel().0 };
+        slots.queue(call(1), true);
+        slots.queue(call(2), false);
+        slots.clear();
+        slots.queue(call(3), false);
+        slots.queue(call(4), true);
+        slots.queue(call(5), true);
+        let batch: Vec<u32> = slots.next_batch(|_| 1).into_iter().map(|c| c.op).collect();
+        assert_eq!(batch, [4, 5, 3]);
+        assert_eq!(slots.urgent, 0);
     }
 
     #[test]
