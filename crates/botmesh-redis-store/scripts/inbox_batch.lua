@@ -7,21 +7,22 @@
 -- Returns, per call, its reply's length (1), then the reply.
 local pending, seqkey, reserve = KEYS[1], KEYS[2], tonumber(ARGV[1])
 local out, a, k = {}, 2, 3
-while a <= #ARGV do
-  local rec, id = KEYS[k], ARGV[a + 1]
-  k = k + 1
-  table.insert(out, 1)
-  if ARGV[a] == 'a' then
-    table.insert(out, journal_append(rec, pending, seqkey, reserve, id, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]))
-    a = a + 7
-  elseif ARGV[a] == 'o' then
-    redis.call('SET', rec, '1', 'PX', ARGV[a + 1])
+indexing(function()
+  while a <= #ARGV do
+    local rec, id = KEYS[k], ARGV[a + 1]
+    k = k + 1
     table.insert(out, 1)
-    a = a + 2
-  else
-    table.insert(out, journal_ack(rec, pending, id))
-    a = a + 2
+    if ARGV[a] == 'a' then
+      table.insert(out, journal_append(rec, pending, seqkey, reserve, id, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]))
+      a = a + 7
+    elseif ARGV[a] == 'o' then
+      redis.call('SET', rec, '1', 'PX', ARGV[a + 1])
+      table.insert(out, 1)
+      a = a + 2
+    else
+      table.insert(out, journal_ack(rec, pending, id))
+      a = a + 2
+    end
   end
-end
-index_flush()
+end)
 return out

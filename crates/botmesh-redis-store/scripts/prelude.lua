@@ -244,13 +244,21 @@ end
 -- unused.
 local jseq, jleft = 0, 0
 -- The index's changes a script call makes, written together by `index_flush` before it
--- returns: one ZADD and one ZREM for all its records, where each record cost one of each.
+-- returns (see `indexing`): one ZADD and one ZREM for all its records, where each record cost
+-- one of each.
 -- Nothing in a call reads the index, and additions go first, so a record journaled and
 -- acknowledged in one call leaves the index as it found it.
 local index_key, index_adds, index_rems = nil, {}, {}
 local function index_flush()
   if #index_adds > 0 then chunked('ZADD', index_key, index_adds); index_adds = {} end
   if #index_rems > 0 then chunked('ZREM', index_key, index_rems); index_rems = {} end
+end
+-- Runs `body`, then writes the index changes it gathered, even when it failed part way (a
+-- record written is indexed, as when each record's change went with it), then fails as it did.
+local function indexing(body)
+  local ok, err = pcall(body)
+  index_flush()
+  if not ok then error(err, 0) end
 end
 -- Notes that this call changes index `pending` (a call's records share one; another one
 -- flushes the first's changes).

@@ -28,46 +28,47 @@ local function register()
     registered = true
   end
 end
-while a <= #ARGV do
-  local op, st, q, key = ARGV[a], KEYS[k], KEYS[k + 1], ARGV[a + 1]
-  k = k + 2
-  if op == 't' then
-    register()
-    emit(take(st, q, inc, replica, prefix, wake, key, tonumber(ARGV[a + 2]), ARGV[a + 3]))
-    a = a + 4
-  elseif op == 'j' then
-    local n, tid, owner, retain = tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-    local pending, seqkey = KEYS[k], KEYS[k + 1]
-    local reply, fresh = {0}, 0
-    for i = 1, n do
-      local m = a + 4 + 2 * i
-      local s = journal_append(KEYS[k + 1 + i], pending, seqkey, reserve, ARGV[m], key, ARGV[m + 1], owner, 'pending', retain)
-      table.insert(reply, s)
-      reply[1] = i
-      if s == 'new' then
-        fresh = fresh + 1
-      elseif s == 'pending' then
-        break
-      end
-    end
-    if fresh > 0 then
+indexing(function()
+  while a <= #ARGV do
+    local op, st, q, key = ARGV[a], KEYS[k], KEYS[k + 1], ARGV[a + 1]
+    k = k + 2
+    if op == 't' then
       register()
-      for _, v in ipairs(take(st, q, inc, replica, prefix, wake, key, fresh, tid)) do
-        table.insert(reply, v)
+      emit(take(st, q, inc, replica, prefix, wake, key, tonumber(ARGV[a + 2]), ARGV[a + 3]))
+      a = a + 4
+    elseif op == 'j' then
+      local n, tid, owner, retain = tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+      local pending, seqkey = KEYS[k], KEYS[k + 1]
+      local reply, fresh = {0}, 0
+      for i = 1, n do
+        local m = a + 4 + 2 * i
+        local s = journal_append(KEYS[k + 1 + i], pending, seqkey, reserve, ARGV[m], key, ARGV[m + 1], owner, 'pending', retain)
+        table.insert(reply, s)
+        reply[1] = i
+        if s == 'new' then
+          fresh = fresh + 1
+        elseif s == 'pending' then
+          break
+        end
       end
+      if fresh > 0 then
+        register()
+        for _, v in ipairs(take(st, q, inc, replica, prefix, wake, key, fresh, tid)) do
+          table.insert(reply, v)
+        end
+      end
+      emit(reply)
+      k = k + 2 + n
+      a = a + 6 + 2 * n
+    else
+      local id = ARGV[a + 7]
+      if id ~= '' then
+        journal_ack(KEYS[k + 1], KEYS[k], id)
+        k = k + 2
+      end
+      emit(release(st, q, inc, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], wake, key, prefix, ARGV[a + 6]))
+      a = a + 8
     end
-    emit(reply)
-    k = k + 2 + n
-    a = a + 6 + 2 * n
-  else
-    local id = ARGV[a + 7]
-    if id ~= '' then
-      journal_ack(KEYS[k + 1], KEYS[k], id)
-      k = k + 2
-    end
-    emit(release(st, q, inc, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], wake, key, prefix, ARGV[a + 6]))
-    a = a + 8
   end
-end
-index_flush()
+end)
 return out

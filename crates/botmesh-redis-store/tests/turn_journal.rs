@@ -167,3 +167,28 @@ async fn a_call_journaling_more_messages_than_one_command_carries_indexes_them_a
     let listed: Vec<&str> = pending.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(listed, ids, "every message indexed, in order");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_journaled_by_a_call_that_fails_later_are_indexed_all_the_same() {
+    let (_server, mut admin, store, coordinator) = setup().await;
+    let journal = coordinator.turn_journal().unwrap();
+    // A take in a chat whose turn state is not a hash fails after its messages were written.
+    let ok = ChatKey::from("chat");
+    journal.take_tickets_journaling(&ok, &records(&coordinator, &["m0"]), RETAIN).await.unwrap();
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg("*:t:chat").query_async(&mut admin).await.unwrap();
+    let [state] = keys.as_slice() else { panic!("one turn state: {keys:?}") };
+    let broken = state.replace(":t:chat", ":t:broken");
+    redis::cmd("SET").arg(&broken).arg("x").query_async::<()>(&mut admin).await.unwrap();
+    let failed = journal
+        .take_tickets_journaling(
+            &ChatKey::from("broken"),
+            &records(&coordinator, &["m1", "m2"]),
+            RETAIN,
+        )
+        .await;
+    assert!(failed.is_err(), "the take fails: {failed:?}");
+    let pending = store.inbox_pending(10).await.unwrap();
+    let ids: Vec<&str> = pending.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["m0", "m1", "m2"], "what the call wrote is in the index, for a takeover");
+}
