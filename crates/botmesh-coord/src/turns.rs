@@ -301,7 +301,7 @@ impl Run {
         }
         // The own message first: it comes before these in the journal.
         if let (Some(id), Some(journal)) = (self.ack.take(), &self.journal) {
-            journal.acknowledge(&self.key, &id).await;
+            journal.acknowledge(&self.key, id).await;
         }
         self.changed_hands = false;
         self.used = true;
@@ -358,7 +358,7 @@ impl TurnRun for Run {
                         self.phase = Phase::Finished;
                     }
                 } else {
-                    journal.acknowledge(&self.key, &record.id).await;
+                    journal.acknowledge(&self.key, record.id).await;
                 }
             }
             Some(Pending::Own) => {
@@ -384,7 +384,7 @@ impl TurnRun for Run {
         }
         let acknowledged = async {
             if let (Some(id), Some(journal)) = (ack, &self.journal) {
-                journal.acknowledge(&self.key, &id).await;
+                journal.acknowledge(&self.key, id).await;
             }
         };
         let released = self.state.release(&self.turn, options);

@@ -153,8 +153,9 @@ pub trait Journal: Send + Sync + 'static {
     /// (announced as [`Event::TakenOver`]).
     async fn claim(&self, record: &InboxRecord) -> Claim;
 
-    /// Acknowledges record `id`: handled.
-    async fn acknowledge(&self, key: &ChatKey, id: &str);
+    /// Acknowledges record `id`: handled. The id is the caller's to give: it is kept until the
+    /// acknowledgement is written.
+    async fn acknowledge(&self, key: &ChatKey, id: String);
 
     /// Releases record `id`, owned by `from`, for the chat's next holder.
     async fn release(&self, key: &ChatKey, id: &str, from: &str);
@@ -242,7 +243,7 @@ impl TurnRun for Local {
 
     async fn finish(&mut self, _retain: Option<Duration>) {
         if let (Some(id), Some(journal)) = (self.ack.take(), &self.journal) {
-            journal.acknowledge(&self.key, &id).await;
+            journal.acknowledge(&self.key, id).await;
         }
     }
 }

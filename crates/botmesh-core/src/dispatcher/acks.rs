@@ -44,11 +44,11 @@ struct Queue {
 
 impl Acks {
     /// Queues the acknowledgement of journaled message `id` of chat `key`.
-    pub(super) fn push(self: &Arc<Self>, shared: &Arc<Shared>, key: &ChatKey, id: &str) {
+    pub(super) fn push(self: &Arc<Self>, shared: &Arc<Shared>, key: &ChatKey, id: String) {
         let start = {
             let mut queue = lock(&self.state);
             queue.keys.push(key.clone());
-            queue.ids.push(id.to_owned());
+            queue.ids.push(id);
             !std::mem::replace(&mut queue.writing, true)
         };
         if start {

@@ -55,8 +55,8 @@ impl Journal for Dispatcher {
     }
 
     /// Queued, not awaited (see `acks.rs`).
-    async fn acknowledge(&self, key: &ChatKey, id: &str) {
-        self.acknowledged(id);
+    async fn acknowledge(&self, key: &ChatKey, id: String) {
+        self.acknowledged(&id);
         self.acks.push(&self.shared, key, id);
     }
 
@@ -91,7 +91,7 @@ impl Journal for Dispatcher {
         }
         lock(&self.failures).remove(id);
         self.report(key, BotError::GaveUp { key: key.clone(), id: message.clone(), attempts: max });
-        self.acks.push(&self.shared, key, id);
+        self.acks.push(&self.shared, key, id.to_owned());
     }
 
     fn report(&self, key: &ChatKey, error: BotError) {
