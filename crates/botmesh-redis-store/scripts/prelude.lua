@@ -90,7 +90,7 @@ local function grant(st, m, l, d, n)
   if over ~= '' then redis.call('HDEL', st, 'd') end
   local holder = inc .. '|' .. seq .. '|' .. seq .. '|' .. tid
   if n then
-    -- A new ticket counter, written with the grant (see `take`).
+    -- The ticket counter, written with the grant (see `take`).
     redis.call('HSET', st, 'h', holder, 'l', replica, 'p', prev, 'hd', over, 'n', n)
   else
     redis.call('HSET', st, 'h', holder, 'l', replica, 'p', prev, 'hd', over)
@@ -144,17 +144,21 @@ end
 -- incarnation (`seq, fence, prev, passed over`, or four ''), and the incarnation holding the
 -- turn ('' when unknown).
 local function take(st, q, inc, replica, prefix, wake, key, count, tid)
-  local cur = redis.call('HMGET', st, 'h', 'l', 'd')
-  local h = cur[1]
-  local last = redis.call('HINCRBY', st, 'n', count)
-  -- A new counter starts from the clock (see `counter`). A free turn goes to the first ticket
-  -- below, whose grant writes the counter too; a held one cannot have a new counter, but if it
-  -- had, the counter is written here.
-  local start = nil
-  if last == count then
+  local cur = redis.call('HMGET', st, 'h', 'l', 'd', 'n')
+  local h, n = cur[1], cur[4]
+  -- The ticket counter. A new one starts from the clock (see `counter`). Held, the turn's
+  -- counter grows here; free, the first ticket below takes the turn, and its grant writes the
+  -- counter with the holder, one write for both.
+  local last, start
+  if not n then
     last = tonumber(clock_us()) + count - 1
     start = s(last)
     if h then redis.call('HSET', st, 'n', start) end
+  elseif h then
+    last = redis.call('HINCRBY', st, 'n', count)
+  else
+    last = tonumber(n) + count
+    start = s(last)
   end
   local out, members, g = {}, {}, nil
   for i = 1, count do
