@@ -115,13 +115,24 @@ pub(crate) async fn reset_stats(url: &str) -> Res<()> {
 /// Every command Redis executed since the last reset, the commands scripts ran inside it
 /// included, from `INFO commandstats` (the bench's own `INFO` and `CONFIG` left out).
 async fn commands_executed(url: &str) -> Res<u64> {
+    executed(url, |l| !l.starts_with("info:") && !l.starts_with("config|")).await
+}
+
+/// The script calls Redis executed since the last reset: its round trips of coordination.
+pub(crate) async fn script_calls_executed(url: &str) -> Res<u64> {
+    executed(url, |l| SCRIPT_CALLS.iter().any(|p| l.starts_with(p))).await
+}
+
+/// The calls of the commands `counted` keeps (see [`calls`]) Redis executed since the last
+/// reset.
+async fn executed(url: &str, counted: impl Fn(&str) -> bool) -> Res<u64> {
     let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
     let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
-    Ok(calls(&stats, |l| !l.starts_with("info:") && !l.starts_with("config|")))
+    Ok(calls(&stats, counted))
 }
 
 /// The CPU time Redis has used since it started, user and system, in seconds (`INFO cpu`).
-async fn redis_cpu_s(url: &str) -> Res<f64> {
+pub(crate) async fn redis_cpu_s(url: &str) -> Res<f64> {
     let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
     let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
     let field = |name: &str| {

@@ -14,10 +14,16 @@
 //!   chat ends, gives waits of 0, 30, 60, … 270 ms (a p50 of 120 ms). A hand-off is the start
 //!   of a message that was already waiting minus the end of the one before it in its chat:
 //!   the coordination's own share of the wait.
+//! - `w3_script_calls_per_msg`, `w3_redis_cpu_us_per_msg`, `w3_process_cpu_us_per_msg`: what
+//!   the load cost, from its first message until all were handled: the script calls Redis ran
+//!   (its round trips), Redis's CPU time and this process's (the three replicas, the handlers'
+//!   timer thread and the load itself), per message. Calls carry few steps in this load, so
+//!   each call's own cost on both sides weighs more per message than under a flood.
 //! - `w3_handler_mean_ms`: how long the handler took. It sleeps on a timer thread of its own
 //!   (see `precise.rs`): tokio's millisecond ticks would make it about 51.2 ms, and every
 //!   message's wait would grow by the excess over the ideal schedule's 30 ms per message.
-//! - `w3_hub_wait_p50_ms`, `w3_hub_wait_p99_ms`, `w3_hub_handoff_p50_us`: the same load with
+//! - `w3_hub_wait_p50_ms`, `w3_hub_wait_p99_ms`, `w3_hub_handoff_p50_us`,
+//!   `w3_hub_process_cpu_us_per_msg`: the same load with
 //!   the three replicas coordinating through the in-process hub instead of Redis: what the
 //!   runtime itself costs on this machine (200 chats' messages arrive at once, and two cores
 //!   start their handlers one after another), the floor under the Redis figures.
@@ -33,8 +39,8 @@ use botmesh_core::{Bot, BotError, Inbound, MemoryStore, MessageId};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 use futures_util::StreamExt;
 
-use crate::common::percentile;
-use crate::redis_suite::{Res, coordinated};
+use crate::common::{percentile, process_cpu_s};
+use crate::redis_suite::{Res, coordinated, redis_cpu_s, reset_stats, script_calls_executed};
 
 /// What a client sent Redis while the chats waited, by kind.
 #[derive(Debug, Default)]
@@ -125,11 +131,20 @@ pub(crate) async fn polls_while_waiting(url: &str) -> Res<Watched> {
 /// One handled message: chat, index in its chat, handler start and end.
 type Span = (usize, usize, Instant, Instant);
 
-/// The w3 figures: waits (ms) and hand-offs (µs), each sorted, and the handler's mean time.
+/// The w3 figures: waits (ms) and hand-offs (µs), each sorted, the handler's mean time, and
+/// what the load cost per message.
 pub(crate) struct W3 {
     pub(crate) waits_ms: Vec<f64>,
     pub(crate) handoffs_us: Vec<f64>,
     pub(crate) handler_ms: f64,
+    pub(crate) cost: Cost,
+}
+
+/// What the w3 load cost per message: this process's CPU time (µs), and on Redis, the script
+/// calls Redis ran and its CPU time (µs).
+pub(crate) struct Cost {
+    process_cpu_us: f64,
+    redis: Option<(f64, f64)>,
 }
 
 /// How the w3 load's replicas coordinate.
@@ -179,6 +194,14 @@ pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
             }
         });
     }
+    if let Mesh::Redis(url) = mesh {
+        reset_stats(url).await?;
+    }
+    let redis_cpu = match mesh {
+        Mesh::Redis(url) => redis_cpu_s(url).await?,
+        Mesh::Hub => 0.0,
+    };
+    let process_cpu = process_cpu_s()?;
     let mut arrivals: HashMap<(usize, usize), Instant> = HashMap::new();
     let mut pick: u64 = 0x2545_F491_4F6C_DD1D;
     let mut tick = tokio::time::interval(Duration::from_millis(20));
@@ -202,6 +225,16 @@ pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
     for (bot, provider) in &replicas {
         provider.settled(bot).await;
     }
+    let messages = (CHATS * PER_CHAT) as f64;
+    let process_cpu_us = (process_cpu_s()? - process_cpu) * 1e6 / messages;
+    let redis = match mesh {
+        Mesh::Redis(url) => Some((
+            script_calls_executed(url).await? as f64 / messages,
+            (redis_cpu_s(url).await? - redis_cpu) * 1e6 / messages,
+        )),
+        Mesh::Hub => None,
+    };
+    let cost = Cost { process_cpu_us, redis };
     for (bot, _) in &replicas {
         bot.stop().await?;
     }
@@ -266,26 +299,33 @@ pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
     if handoffs_us.is_empty() {
         return Err("no message waited for the one before it".into());
     }
-    Ok(W3 { waits_ms, handoffs_us, handler_ms })
+    Ok(W3 { waits_ms, handoffs_us, handler_ms, cost })
 }
 
 /// The w3 figures, named.
-pub(crate) fn w3_figures(w3: &W3) -> [(&'static str, f64, &'static str); 5] {
-    [
+pub(crate) fn w3_figures(w3: &W3) -> Vec<(&'static str, f64, &'static str)> {
+    let mut figures = vec![
         ("w3_wait_p50_ms", percentile(&w3.waits_ms, 0.50), "ms"),
         ("w3_wait_p99_ms", percentile(&w3.waits_ms, 0.99), "ms"),
         ("w3_handoff_p50_us", percentile(&w3.handoffs_us, 0.50), "us"),
         ("w3_handoff_p99_us", percentile(&w3.handoffs_us, 0.99), "us"),
-        ("w3_handler_mean_ms", w3.handler_ms, "ms"),
-    ]
+    ];
+    if let Some((calls, redis_cpu_us)) = w3.cost.redis {
+        figures.push(("w3_script_calls_per_msg", calls, "calls/msg"));
+        figures.push(("w3_redis_cpu_us_per_msg", redis_cpu_us, "us/msg"));
+    }
+    figures.push(("w3_process_cpu_us_per_msg", w3.cost.process_cpu_us, "us/msg"));
+    figures.push(("w3_handler_mean_ms", w3.handler_ms, "ms"));
+    figures
 }
 
 /// The w3 figures of the load on the in-process hub, named.
-pub(crate) fn w3_hub_figures(w3: &W3) -> [(&'static str, f64, &'static str); 3] {
+pub(crate) fn w3_hub_figures(w3: &W3) -> [(&'static str, f64, &'static str); 4] {
     [
         ("w3_hub_wait_p50_ms", percentile(&w3.waits_ms, 0.50), "ms"),
         ("w3_hub_wait_p99_ms", percentile(&w3.waits_ms, 0.99), "ms"),
         ("w3_hub_handoff_p50_us", percentile(&w3.handoffs_us, 0.50), "us"),
+        ("w3_hub_process_cpu_us_per_msg", w3.cost.process_cpu_us, "us/msg"),
     ]
 }
 
@@ -294,7 +334,6 @@ pub(crate) async fn run() -> Res<crate::Figures> {
     let server = botmesh_testing::RedisServer::start()?;
     let url = server.url();
     let watched = polls_while_waiting(&url).await?;
-    crate::redis_suite::reset_stats(&url).await?;
     let w3 = ordered_arrivals(Mesh::Redis(&url)).await?;
     crate::redis_suite::show_stats(&url).await?;
     let hub = ordered_arrivals(Mesh::Hub).await?;
