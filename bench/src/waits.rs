@@ -194,11 +194,11 @@ pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
             }
         });
     }
-    if let Mesh::Redis(url) = mesh {
-        reset_stats(url).await?;
-    }
     let redis_cpu = match mesh {
-        Mesh::Redis(url) => redis_cpu_s(url).await?,
+        Mesh::Redis(url) => {
+            reset_stats(url).await?;
+            redis_cpu_s(url).await?
+        }
         Mesh::Hub => 0.0,
     };
     let process_cpu = process_cpu_s()?;

@@ -2,6 +2,8 @@
 //! server in both key layouts, and a real three-master cluster in the cluster layout.
 #![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use botmesh_testing::{
     store_conformance,
 };
 use botmesh_traits::{Coordinator, InboxAppend, InboxRecord, Store};
+use common::{calls, reset_stats, script_calls};
 
 struct Harness(RedisOptions);
 
@@ -46,22 +49,6 @@ async fn a_store_on_the_application_s_own_client_passes_both_suites_and_keeps_co
     assert!(keys.contains(&"app:coord:t:chat".to_owned()), "{keys:?}");
     assert!(keys.iter().all(|k| k == "app:user:ada" || k.starts_with("app:coord:")), "{keys:?}");
     store_conformance(Arc::new(store)).await;
-}
-
-/// How many commands the server executed, since its statistics were last reset, among those
-/// whose `INFO commandstats` line starts with one of `prefixes`.
-async fn calls(conn: &mut redis::aio::MultiplexedConnection, prefixes: &[&str]) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
-    info.lines()
-        .filter(|l| prefixes.iter().any(|p| l.starts_with(p)))
-        .filter_map(|l| l.split_once(":calls=").and_then(|(_, rest)| rest.split(',').next()))
-        .map(|n| n.parse::<u64>().unwrap())
-        .sum()
-}
-
-/// Resets the server's statistics, so that [`calls`] counts from now.
-async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) {
-    redis::cmd("CONFIG").arg("RESETSTAT").query_async::<()>(conn).await.unwrap();
 }
 
 /// How many `SCRIPT` commands (loads) the server executed so far: `cmdstat_script|load` (Redis
@@ -242,12 +229,6 @@ async fn store_and_coordinator_pass_the_conformance_suites_on_a_real_cluster() {
     let options = RedisOptions::cluster(cluster.urls(), "t");
     store_conformance(Arc::new(RedisStore::connect(options.clone()).await.unwrap())).await;
     coordinator_conformance(&Harness(options)).await;
-}
-
-/// How many script calls (`EVALSHA`, `EVAL`) the server executed since its statistics were
-/// reset.
-async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    calls(conn, &["cmdstat_evalsha:", "cmdstat_eval:"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,11 +2,15 @@
 //! kept for good again, its ticket counter going on, when a turn is taken meanwhile.
 #![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
 
+mod common;
+
 use std::time::Duration;
 
 use botmesh_redis_store::{RedisCoordinator, RedisOptions};
 use botmesh_testing::RedisServer;
 use botmesh_traits::{ChatKey, Coordinator, TurnGrant};
+
+use common::{calls, reset_stats};
 
 const LEASE: Duration = Duration::from_secs(5);
 
@@ -15,16 +19,6 @@ const IDLE_KEEP: Duration = Duration::from_secs(600);
 /// The state key's time to live in ms: -1 with none, -2 when the key does not exist.
 async fn ttl(admin: &mut redis::aio::MultiplexedConnection) -> i64 {
     redis::cmd("PTTL").arg("idle:coord:t:chat").query_async(admin).await.unwrap()
-}
-
-/// How many times the server ran `command` (lower case) since its statistics were reset.
-async fn ran(admin: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(admin).await.unwrap();
-    let line = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(line.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
 }
 
 async fn granted(c: &RedisCoordinator) -> TurnGrant {
@@ -45,7 +39,7 @@ async fn a_turn_taken_on_an_idle_chat_keeps_its_state_and_goes_on_from_its_count
     let c = RedisCoordinator::connect(options).await.unwrap().with_lease(LEASE);
     c.heartbeat(LEASE).await.unwrap();
 
-    redis::cmd("CONFIG").arg("RESETSTAT").exec_async(&mut admin).await.unwrap();
+    reset_stats(&mut admin).await;
     let first = granted(&c).await;
     assert_eq!(ttl(&mut admin).await, -1, "a held turn's state does not expire");
     assert!(c.release_turn(&first).await.unwrap());
@@ -58,5 +52,9 @@ async fn a_turn_taken_on_an_idle_chat_keeps_its_state_and_goes_on_from_its_count
     assert!(second.fence > first.fence, "fences grow");
     assert!(c.release_turn(&second).await.unwrap());
     assert_eq!(granted(&c).await.seq, first.seq + 2, "the grant wrote the counter");
-    assert_eq!(ran(&mut admin, "hincrby").await, 0, "a free turn's grant writes the counter");
+    assert_eq!(
+        calls(&mut admin, &["cmdstat_hincrby:"]).await,
+        0,
+        "a free turn's grant writes the counter"
+    );
 }
