@@ -1,16 +1,22 @@
-//! `coord`: three replicas on one in-memory hub against one bot without coordination, and the
-//! turn hand-off latency between replicas on one contended chat.
+//! `coord`: three replicas on one in-memory hub against one bot without coordination, the
+//! turn hand-off latency between replicas on one contended chat, and what a new chat costs.
+//!
+//! - `new_chats_burst_ms`: 200 messages, each to a chat never seen before, spread over three
+//!   replicas on the hub at once (a broadcast's replies coming in), until all are handled; the
+//!   mean of 20 such bursts. Every chat's first message starts its worker and its ticketer.
+//! - `new_chat_alloc_bytes`: the bytes the process allocated per message in those bursts: the
+//!   chat's tasks and queues, most of which it keeps while the chat lingers.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::traits::Store;
-use botmesh_core::{Bot, BotBuilder, BotError, MemoryStore};
+use botmesh_core::{Bot, BotBuilder, BotError, Inbound, MemoryStore, MessageId};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 
-use crate::Figures;
 use crate::common::{percentile, spread};
+use crate::{Figures, allocs};
 
 fn echo(builder: BotBuilder) -> BotBuilder {
     builder.on_message(|ctx| async move {
@@ -85,6 +91,44 @@ async fn handoffs() -> Result<Vec<f64>, Box<dyn std::error::Error>> {
     Ok(gaps)
 }
 
+/// The new-chat bursts: the mean time a burst took (ms) and the bytes allocated per message.
+async fn new_chats() -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    const BURSTS: usize = 20;
+    const PER_BURST: usize = 200;
+    let hub = MemoryCoordinationHub::new();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let replicas =
+        [replica(&hub, &store, "a")?, replica(&hub, &store, "b")?, replica(&hub, &store, "c")?];
+    for (bot, _) in &replicas {
+        bot.start().await?;
+    }
+    let bursts = async {
+        let mut took = Duration::ZERO;
+        for b in 0..BURSTS {
+            let started = Instant::now();
+            for c in 0..PER_BURST {
+                let chat = format!("new-{b}-{c}");
+                let id = MessageId::from(chat.clone());
+                replicas[c % 3].1.inject(Inbound::text("test", id, chat.as_str(), "hi"));
+            }
+            for (bot, provider) in &replicas {
+                provider.settled(bot).await;
+            }
+            took += started.elapsed();
+        }
+        took
+    };
+    let (took, bytes) = allocs::bytes_per_iteration((BURSTS * PER_BURST) as u64, bursts).await?;
+    let sent: usize = replicas.iter().map(|(_, p)| p.sent_count()).sum();
+    for (bot, _) in &replicas {
+        bot.stop().await?;
+    }
+    if sent != BURSTS * PER_BURST {
+        return Err(format!("{sent} replies for {} messages", BURSTS * PER_BURST).into());
+    }
+    Ok((took.as_secs_f64() * 1e3 / BURSTS as f64, bytes))
+}
+
 pub(crate) async fn run() -> Result<Figures, Box<dyn std::error::Error>> {
     let single = {
         let provider = TestProvider::new();
@@ -106,10 +150,13 @@ pub(crate) async fn run() -> Result<Figures, Box<dyn std::error::Error>> {
         spread(&replicas).await?
     };
     let gaps = handoffs().await?;
+    let (burst_ms, chat_bytes) = new_chats().await?;
     Ok(vec![
         ("single_msgs_per_s", single, "msg/s"),
         ("hub3_msgs_per_s", hub3, "msg/s"),
         ("handoff_p50_us", percentile(&gaps, 0.50), "us"),
         ("handoff_p99_us", percentile(&gaps, 0.99), "us"),
+        ("new_chats_burst_ms", burst_ms, "ms"),
+        ("new_chat_alloc_bytes", chat_bytes, "bytes/msg"),
     ])
 }
