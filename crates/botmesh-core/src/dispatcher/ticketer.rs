@@ -213,7 +213,9 @@ pub(super) async fn ticketer(
 ) {
     /// The most tickets taken in one call.
     const BATCH: usize = 64;
-    let mut batch = Vec::with_capacity(BATCH);
+    // Grows to what arrives together, which is most often one job: a ticketer lives as long as
+    // its chat's worker, and room for a full batch of jobs came to 32 KB per chat.
+    let mut batch = Vec::new();
     while rx.recv_many(&mut batch, BATCH).await > 0 {
         let journaling =
             shared.journaled_turns && batch.iter().all(|j| matches!(j.journal, Journal::Pending));
