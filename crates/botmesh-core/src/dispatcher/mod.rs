@@ -71,7 +71,10 @@ pub(crate) use crate::accepted::Accepted;
 
 /// A chat's registration: where its jobs go, and how many are not finished yet.
 struct Entry {
-    tx: mpsc::UnboundedSender<Job>,
+    /// The chat's queue. Its jobs travel boxed: a channel keeps its slots in blocks of 32,
+    /// allocated when it opens, and a chat's queues live as long as its worker, so they hold
+    /// pointers rather than jobs (about 500 bytes each).
+    tx: mpsc::UnboundedSender<Box<Job>>,
     pending: Arc<AtomicUsize>,
 }
 
@@ -242,6 +245,7 @@ impl Dispatcher {
     /// Hands a job to the chat's worker, starting one (and its ticketer) if the chat has none.
     /// Returns `false` once the dispatcher is closed.
     fn enqueue(self: &Arc<Self>, key: &ChatKey, job: Job) -> bool {
+        let job = Box::new(job);
         let mut chats = lock(&self.chats);
         if self.closed.load(Ordering::SeqCst) {
             return false;

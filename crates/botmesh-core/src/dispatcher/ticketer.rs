@@ -23,7 +23,7 @@ type Taken = Option<Result<Ticket, Error>>;
 
 /// Journals the messages among `jobs` (all of chat `key`) that wait for it (in one concurrent
 /// batch), marking retries of journaled messages as duplicates.
-pub(super) async fn journal_jobs(shared: &Arc<Shared>, key: &ChatKey, jobs: &mut [Job]) {
+pub(super) async fn journal_jobs(shared: &Arc<Shared>, key: &ChatKey, jobs: &mut [Box<Job>]) {
     let inbound = jobs.iter().filter(|j| matches!(j.journal, Journal::Pending)).filter_map(|j| {
         match &j.work {
             Work::Message(m) => Some((m, &j.span)),
@@ -82,7 +82,7 @@ async fn apart(
     shared: &Arc<Shared>,
     coordination: &dyn Coordination,
     key: &ChatKey,
-    jobs: &mut [Job],
+    jobs: &mut [Box<Job>],
 ) -> Vec<Taken> {
     journal_jobs(shared, key, jobs).await;
     let wanted = jobs.iter().filter(|j| takes(j)).count();
@@ -119,7 +119,7 @@ async fn together(
     shared: &Arc<Shared>,
     coordination: &dyn Coordination,
     key: &ChatKey,
-    jobs: &mut [Job],
+    jobs: &mut [Box<Job>],
 ) -> Vec<Taken> {
     let Some(durability) = &shared.durability else {
         return apart(shared, coordination, key, jobs).await;
@@ -208,8 +208,8 @@ pub(super) async fn ticketer(
     shared: Arc<Shared>,
     coordination: Arc<dyn Coordination>,
     key: ChatKey,
-    mut rx: mpsc::UnboundedReceiver<Job>,
-    worker: mpsc::UnboundedSender<Job>,
+    mut rx: mpsc::UnboundedReceiver<Box<Job>>,
+    worker: mpsc::UnboundedSender<Box<Job>>,
 ) {
     /// The most tickets taken in one call.
     const BATCH: usize = 64;
@@ -242,7 +242,8 @@ pub(super) async fn ticketer(
                 Some(Err(e)) => Err(e),
                 _ => Ok(()),
             });
-            if worker.send(Job { ticket, ..job }).is_err() {
+            job.ticket = ticket;
+            if worker.send(job).is_err() {
                 return;
             }
         }

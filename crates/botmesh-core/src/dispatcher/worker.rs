@@ -57,7 +57,7 @@ impl Worker {
         &self.disp.shared
     }
 
-    pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) {
+    pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Box<Job>>) {
         while let Some(job) = self.next_job(&mut rx).await {
             let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
             // The user code it runs is already guarded; this is the last line, so that a bug
@@ -88,7 +88,10 @@ impl Worker {
         }
     }
 
-    pub(super) async fn next_job(&mut self, rx: &mut mpsc::UnboundedReceiver<Job>) -> Option<Job> {
+    pub(super) async fn next_job(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<Box<Job>>,
+    ) -> Option<Box<Job>> {
         loop {
             if let Some(active) = &self.active {
                 let due = active.deadline().filter(|_| !active.timer_queued);
@@ -135,20 +138,20 @@ impl Worker {
     /// message's span. The turn's run says what to handle, in the chat's journal order (what
     /// other replicas left, and the job's own work), and finishes the job's message
     /// (acknowledged or handed back) with the turn.
-    pub(super) async fn run_job(&mut self, mut job: Job) {
+    pub(super) async fn run_job(&mut self, mut job: Box<Job>) {
         let span = std::mem::replace(&mut job.span, Span::none());
         // Boxed: a job's future is large, and an idle worker (see `LINGER`) should not carry
         // room for one, nor move it (into the span, the unwind guard, the task) at each job.
         Box::pin(self.run_job_in(job, &span)).instrument(span.clone()).await;
     }
 
-    async fn run_job_in(&mut self, mut job: Job, span: &Span) {
+    async fn run_job_in(&mut self, mut job: Box<Job>, span: &Span) {
         let shared = Arc::clone(self.shared());
         if self.disp.handing_back() {
             span.record("outcome", "handed_back");
             // Boxed, like the other rare paths below: the job's future stays the size of the
             // common one.
-            return Box::pin(self.hand_back_job(job)).await;
+            return Box::pin(self.hand_back_job(*job)).await;
         }
         if matches!(job.journal, Journal::Pending) {
             // Without coordination there is no ticketer: journal here, before anything runs.
@@ -156,7 +159,7 @@ impl Worker {
         }
         job.answer(Ok(()));
         self.turn.set_fresh(None);
-        let Job { work, ticket, journal, .. } = job;
+        let Job { work, ticket, journal, .. } = *job;
         let mut first = false;
         let own = match (journal, &work) {
             (Journal::Duplicate, Work::Message(m)) => {
