@@ -71,7 +71,9 @@ impl Worker {
                 if let (Some(turn), Some(coordination)) =
                     (self.turn.take(), self.shared().coordination.clone())
                 {
-                    coordination.release(turn, ReleaseOptions::used()).await;
+                    // Boxed, like the end below: rare paths, which the worker's task (kept
+                    // while the chat lingers) should not carry room for.
+                    Box::pin(coordination.release(turn, ReleaseOptions::used())).await;
                 }
             }
             self.pending.fetch_sub(1, Ordering::SeqCst);
@@ -81,7 +83,7 @@ impl Worker {
         }
         if let Some(active) = self.active.take() {
             // The bot is stopping: the conversation ends here, its checkpoint stays.
-            self.end(active, EndReason::Stopped).await;
+            Box::pin(self.end(active, EndReason::Stopped)).await;
         }
         if self.disp.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.disp.workers_done.notify_waiters();
