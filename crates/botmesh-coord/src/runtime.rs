@@ -280,12 +280,12 @@ impl Coordination for Runtime {
         }
     }
 
-    async fn acquire(&self, ticket: Ticket) -> Result<Arc<dyn Turn>, Error> {
+    async fn acquire(&self, mut ticket: Ticket) -> Result<Arc<dyn Turn>, Error> {
         let state = &self.state;
         // Taken before the wait: a stall noticed while waiting voids what the wait returns.
         let epoch = state.epoch.load(Ordering::SeqCst);
-        let grant = match &ticket.grant {
-            Some(grant) => grant.clone(),
+        let grant = match ticket.grant.take() {
+            Some(grant) => grant,
             None => match state.coordinator.wait_turn(&ticket, self.turn_wait).await {
                 Ok(grant) => grant,
                 Err(e) => {

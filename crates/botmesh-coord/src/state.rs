@@ -75,8 +75,8 @@ impl State {
     /// Records a turn granted now.
     pub(crate) fn hold(&self, grant: TurnGrant) {
         let mut held = lock(&self.held);
-        let hold = Hold { grant: grant.clone(), reported: false, since: Instant::now() };
-        held.insert(grant.key, hold);
+        let key = grant.key.clone();
+        held.insert(key, Hold { grant, reported: false, since: Instant::now() });
         self.turns_held.set(held.len() as f64);
     }
 

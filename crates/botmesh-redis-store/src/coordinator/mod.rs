@@ -288,7 +288,7 @@ impl RedisCoordinator {
             return Err(Error::corrupt("take_tickets reply", format!("{reply:?}")));
         }
         let (seqs, rest) = reply.split_at(count);
-        let granted = match rest {
+        let mut granted = match rest {
             [seq, fence, prev, passed, _] if !seq.is_empty() => {
                 Some(Self::grant(key, seq, fence, prev, passed)?)
             }
@@ -298,7 +298,8 @@ impl RedisCoordinator {
         let mut tickets = Vec::with_capacity(count);
         for seq in seqs {
             let seq = seq.parse::<u64>().map_err(|e| Error::corrupt("ticket", e))?;
-            let grant = granted.clone().filter(|g| g.seq == seq);
+            // Moved to the ticket it names, so no ticket's grant is a copy.
+            let grant = granted.take_if(|g| g.seq == seq);
             if grant.is_none()
                 && let Some(holder) = holder
             {
@@ -310,8 +311,8 @@ impl RedisCoordinator {
         if let Some(ticket) = tickets.iter().find(|t| t.grant.is_some()) {
             self.runs.holds(key, ticket.seq);
         }
-        if let Some(grant) = granted.filter(|g| !tickets.iter().any(|t| t.seq == g.seq)) {
-            // The turn went to an older ticket of ours, still waiting.
+        if let Some(grant) = granted {
+            // None of these tickets: the turn went to an older ticket of ours, still waiting.
             lock(&self.waiters.granted).insert((key.clone(), grant.seq), grant);
             self.waiters.wake(key);
         }
