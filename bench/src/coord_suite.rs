@@ -10,6 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use alloc_tracker::ReportOperation;
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::traits::Store;
 use botmesh_core::{Bot, BotBuilder, BotError, Inbound, MemoryStore, MessageId};
@@ -118,7 +119,8 @@ async fn new_chats() -> Result<(f64, f64), Box<dyn std::error::Error>> {
         }
         took
     };
-    let (took, bytes) = allocs::bytes_per_iteration((BURSTS * PER_BURST) as u64, bursts).await?;
+    let (took, bytes) =
+        allocs::per_iteration((BURSTS * PER_BURST) as u64, bursts, ReportOperation::bytes).await?;
     let sent: usize = replicas.iter().map(|(_, p)| p.sent_count()).sum();
     for (bot, _) in &replicas {
         bot.stop().await?;

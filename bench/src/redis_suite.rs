@@ -42,6 +42,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use alloc_tracker::ReportOperation;
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::traits::{DEFAULT_LEASE, Store};
 use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore};
@@ -204,7 +205,9 @@ async fn allocs_per_msg(url: &str, durable: bool) -> Res<f64> {
         }
         provider.settled(&bot).await;
     };
-    let ((), per_message) = allocs::per_iteration((CHATS * PER_CHAT) as u64, load).await?;
+    let ((), per_message) =
+        allocs::per_iteration((CHATS * PER_CHAT) as u64, load, ReportOperation::allocations)
+            .await?;
     bot.stop().await?;
     Ok(per_message)
 }
