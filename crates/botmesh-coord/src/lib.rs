@@ -55,6 +55,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod backend;
 mod config;
 mod election;
 mod lead;

@@ -2,13 +2,14 @@
 //! [`COORDINATOR_CALLS`] by operation and outcome, then passed on unchanged.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_core::telemetry::{COORDINATOR_CALLS, CallTimings};
+
+use crate::backend::Backend;
 use botmesh_core::traits::{
-    ChatKey, ClusterView, Coordinator, Error, InboxRecord, JournaledTicket, Leadership,
-    ReleaseOptions, Result, Ticket, TurnGrant, TurnJournal, async_trait,
+    ChatKey, ClusterView, Error, InboxRecord, JournaledTicket, Leadership, ReleaseOptions, Result,
+    Ticket, TurnGrant, TurnJournal, async_trait,
 };
 
 /// The backend operations, numbered as [`Metered`] times them.
@@ -29,90 +30,79 @@ const OPS: [&str; 14] = [
     "release_turn_acknowledging",
 ];
 
-/// A backend whose calls are timed.
+/// A backend whose calls are timed: the runtime's only way to its backend.
 pub(crate) struct Metered {
-    inner: Arc<dyn Coordinator>,
+    inner: Backend,
     timings: CallTimings,
 }
 
 impl Metered {
     /// Wraps `inner`, taking the histograms from the recorder installed now.
-    pub(crate) fn new(inner: Arc<dyn Coordinator>) -> Self {
+    pub(crate) fn new(inner: Backend) -> Self {
         Self { inner, timings: CallTimings::new(COORDINATOR_CALLS, &OPS) }
     }
 
     async fn timed<T>(&self, op: usize, call: impl Future<Output = Result<T>>) -> Result<T> {
         self.timings.time(op, call).await
     }
-}
 
-#[async_trait]
-impl Coordinator for Metered {
-    fn replica_id(&self) -> &str {
-        self.inner.replica_id()
-    }
+    // The calls the runtime makes, each the backend's own future timed in place: inherent
+    // methods rather than a `Coordinator` impl, whose every call would box its future again.
 
-    fn incarnation(&self) -> &str {
+    pub(crate) fn incarnation(&self) -> &str {
         self.inner.incarnation()
     }
 
-    fn lease(&self) -> Duration {
-        self.inner.lease()
-    }
-
-    fn subscribed(&self) -> bool {
+    pub(crate) fn subscribed(&self) -> bool {
         self.inner.subscribed()
     }
 
-    fn turn_journal(&self) -> Option<&dyn TurnJournal> {
+    /// The backend's journal, timed, when it has one.
+    pub(crate) fn turn_journal(&self) -> Option<&dyn TurnJournal> {
         self.inner.turn_journal().map(|_| self as &dyn TurnJournal)
     }
 
-    async fn take_ticket(&self, key: &ChatKey) -> Result<Ticket> {
-        self.timed(0, self.inner.take_ticket(key)).await
-    }
-
-    async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
+    pub(crate) async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
         self.timed(1, self.inner.take_tickets(key, count)).await
     }
 
-    async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
+    pub(crate) async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
         self.timed(2, self.inner.wait_turn(ticket, timeout)).await
     }
 
-    async fn release_turn(&self, grant: &TurnGrant) -> Result<bool> {
-        self.timed(3, self.inner.release_turn(grant)).await
-    }
-
-    async fn release_turn_with(&self, grant: &TurnGrant, options: &ReleaseOptions) -> Result<bool> {
+    pub(crate) async fn release_turn_with(
+        &self,
+        grant: &TurnGrant,
+        options: &ReleaseOptions,
+    ) -> Result<bool> {
         self.timed(4, self.inner.release_turn_with(grant, options)).await
     }
 
-    async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
+    pub(crate) async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
         self.timed(5, self.inner.cancel_ticket(ticket)).await
     }
 
-    async fn is_alive(&self, incarnation: &str) -> Result<bool> {
+    pub(crate) async fn is_alive(&self, incarnation: &str) -> Result<bool> {
         self.timed(6, self.inner.is_alive(incarnation)).await
     }
 
-    async fn heartbeat(&self, lease: Duration) -> Result<()> {
+    pub(crate) async fn heartbeat(&self, lease: Duration) -> Result<()> {
         self.timed(7, self.inner.heartbeat(lease)).await
     }
 
-    async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
+    pub(crate) async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
         self.timed(8, self.inner.try_lead(name, lease)).await
     }
 
-    async fn resign(&self, leadership: &Leadership) -> Result<bool> {
+    pub(crate) async fn resign(&self, leadership: &Leadership) -> Result<bool> {
         self.timed(9, self.inner.resign(leadership)).await
     }
 
-    async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
+    pub(crate) async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
         self.timed(10, self.inner.publish_status(status, keep)).await
     }
 
-    async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
+    pub(crate) async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
         self.timed(11, self.inner.cluster(leaderships)).await
     }
 }

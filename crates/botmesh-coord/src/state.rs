@@ -10,13 +10,13 @@ use std::time::Duration;
 use botmesh_core::coordination::{Host, Turn};
 use botmesh_core::retry;
 use botmesh_core::traits::{
-    ChatKey, Coordinator, Error, Leadership, LeaseLostReason, ReleaseOptions, TurnGrant,
-    async_trait,
+    ChatKey, Error, Leadership, LeaseLostReason, ReleaseOptions, TurnGrant, async_trait,
 };
 use botmesh_core::{Event, FollowReason};
 use metrics::Gauge;
 use tokio::time::Instant;
 
+use crate::metered::Metered;
 use crate::turns::Grants;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -26,7 +26,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// State shared by the runtime, its loops and the turns it hands out.
 pub(crate) struct State {
-    pub(crate) coordinator: Arc<dyn Coordinator>,
+    pub(crate) coordinator: Metered,
     pub(crate) replica_id: String,
     pub(crate) lease: Duration,
     /// Past this long without a successful renewal, leases are given up locally.
