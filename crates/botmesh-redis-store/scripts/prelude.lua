@@ -75,13 +75,13 @@ local function pop_head(q, prefix, st, inc)
     dropped = true
   end
 end
--- Gives the free turn to ticket `m`, popped from the queue; returns {seq, incarnation, fence,
--- previous, passed over}. A turn's fence is its ticket's number: tickets are granted in
--- order, so fences grow. The previous holder is kept in 'p' ('' for none) to be restored if
--- the turn goes unused; the incarnations passed over move from 'd' to 'hd', where the holder
--- can read them again. `l` and `d`, when the caller read them already, spare a read.
-local function grant(st, m, l, d, n)
-  local seq, inc, tid, replica = fields(m)
+-- Gives the free turn to ticket `seq` of incarnation `inc`, taken in call `tid` on replica
+-- `replica`; returns {seq, fence, previous, passed over}. A turn's fence is its ticket's
+-- number: tickets are granted in order, so fences grow. The previous holder is kept in 'p'
+-- ('' for none) to be restored if the turn goes unused; the incarnations passed over move
+-- from 'd' to 'hd', where the holder can read them again. `l` and `d`, when the caller read
+-- them already, spare a read.
+local function grant(st, seq, inc, tid, replica, l, d, n)
   if l == nil then
     local cur = redis.call('HMGET', st, 'l', 'd')
     l, d = cur[1], cur[2]
@@ -95,7 +95,13 @@ local function grant(st, m, l, d, n)
   else
     redis.call('HSET', st, 'h', holder, 'l', replica, 'p', prev, 'hd', over)
   end
-  return {seq, inc, seq, prev, over}
+  return {seq, seq, prev, over}
+end
+-- Gives the free turn to queue member `m` (see `grant`); returns the grant and the
+-- incarnation it went to.
+local function grant_member(st, m, l, d)
+  local seq, inc, tid, replica = fields(m)
+  return grant(st, seq, inc, tid, replica, l, d), inc
 end
 -- Puts the previous holder back after an unused turn.
 local function restore_previous(st)
@@ -111,15 +117,15 @@ local function unhold(st)
   redis.call('HDEL', st, 'h', 'hd')
   restore_previous(st)
 end
--- Tells the incarnation a grant went to, on its own channel, grant included, so its waiter
+-- Tells incarnation `to` of grant `g`, on its own channel, grant included, so its waiter
 -- needs no round trip; a grant to the caller's incarnation `inc` is answered in the reply
--- instead, and returned as `{seq, fence, prev, passed over}`.
-local function announce(g, wake, key, inc)
-  if g[2] ~= inc then
-    redis.call('PUBLISH', wake .. g[2], key .. '\n' .. g[1] .. '\n' .. g[3] .. '\n' .. g[4] .. '\n' .. g[5])
+-- instead, and returned.
+local function announce(g, to, wake, key, inc)
+  if to ~= inc then
+    redis.call('PUBLISH', wake .. to, key .. '\n' .. g[1] .. '\n' .. g[2] .. '\n' .. g[3] .. '\n' .. g[4])
     return nil
   end
-  return {g[1], g[3], g[4], g[5]}
+  return g
 end
 -- With the turn free, hands it to the first live ticket (see `announce`). `free`: the caller
 -- cleared the holder itself, so there is none to check. Returns the caller's grant, if any,
@@ -128,7 +134,8 @@ local function hand_over(st, q, prefix, wake, key, inc, free)
   if not free and live_holder(st, prefix) then return nil, false end
   local m = pop_head(q, prefix, st, inc)
   if not m then return nil, true end
-  return announce(grant(st, m), wake, key, inc), false
+  local g, to = grant_member(st, m)
+  return announce(g, to, wake, key, inc), false
 end
 -- After a turn was freed: hand it over, or let idle state expire. Returns a grant made to the
 -- caller's own incarnation as `{seq, fence, prev, passed over}`, else `{}`.
@@ -164,13 +171,13 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
   for i = 1, count do
     local seq = s(last - count + i)
     out[i] = seq
-    local m = seq .. '|' .. inc .. '|' .. tid .. '|' .. replica
     if i == 1 and not h then
+      -- Granted to this incarnation: answered in the reply.
       redis.call('PERSIST', st)
-      g = announce(grant(st, m, cur[2], cur[3], start), wake, key, inc)
+      g = grant(st, seq, inc, tid, replica, cur[2], cur[3], start)
     else
-      table.insert(members, seq)
-      table.insert(members, m)
+      members[#members + 1] = seq
+      members[#members + 1] = seq .. '|' .. inc .. '|' .. tid .. '|' .. replica
     end
   end
   if #members > 0 then chunked('ZADD', q, members) end
@@ -185,12 +192,12 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
   end
   if g then
     -- The other tickets of this call wait behind the one granted.
-    table.insert(out, g[1]); table.insert(out, g[2]); table.insert(out, g[3]); table.insert(out, g[4])
+    out[count + 1], out[count + 2], out[count + 3], out[count + 4] = g[1], g[2], g[3], g[4]
     holder = inc
   else
-    table.insert(out, ''); table.insert(out, ''); table.insert(out, ''); table.insert(out, '')
+    out[count + 1], out[count + 2], out[count + 3], out[count + 4] = '', '', '', ''
   end
-  table.insert(out, holder)
+  out[count + 5] = holder
   return out
 end
 -- Whether holder field `h` is this incarnation's turn of ticket `seq`, or, for a run through
@@ -237,7 +244,8 @@ local function release(st, q, inc, seq, through, used, keep, wake, key, prefix, 
     redis.call('PEXPIRE', st, keep)
     return {1}
   end
-  local g = announce(grant(st, m, l, d), wake, key, inc)
+  local g, to = grant_member(st, m, l, d)
+  g = announce(g, to, wake, key, inc)
   if g then return {1, g[1], g[2], g[3], g[4]} end
   return {1}
 end

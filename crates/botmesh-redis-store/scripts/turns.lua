@@ -18,8 +18,9 @@ local inc, replica, prefix, lease, wake = ARGV[1], ARGV[2], ARGV[3], ARGV[4], AR
 local reserve = tonumber(ARGV[6])
 local out, a, k, registered = {}, 7, 1, false
 local function emit(reply)
-  table.insert(out, #reply)
-  for _, v in ipairs(reply) do table.insert(out, v) end
+  local n, len = #out, #reply
+  out[n + 1] = len
+  for i = 1, len do out[n + 1 + i] = reply[i] end
 end
 local function register()
   if not registered then
