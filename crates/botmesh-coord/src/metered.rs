@@ -5,12 +5,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use botmesh_core::telemetry::{COORDINATOR_CALLS, CallTimings};
-
-use crate::backend::Backend;
 use botmesh_core::traits::{
     ChatKey, ClusterView, Error, InboxRecord, JournaledTicket, Leadership, ReleaseOptions, Result,
     Ticket, TurnGrant, TurnJournal, async_trait,
 };
+
+use crate::backend::Backend;
 
 /// The backend operations, numbered as [`Metered`] times them.
 const OPS: [&str; 14] = [
