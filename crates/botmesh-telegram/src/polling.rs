@@ -6,7 +6,10 @@
 //! cannot take now (the journal is down) is offered again until it is taken. So a poller that
 //! dies loses nothing: the next one resumes at the stored offset and Telegram still holds
 //! what it had not confirmed, and what the old poller handed over but did not record is
-//! dropped by the bot's dedupe (its journal, across replicas).
+//! dropped by the bot's dedupe (its journal, across replicas). A poller asked to stop does so
+//! only where nothing is in between: waiting on Telegram, or offering an update the bot will
+//! not take; so a stopped bot that starts again, even without a journal, is not handed what
+//! it already took.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +19,7 @@ use teloxide_core::payloads::setters::*;
 use teloxide_core::requests::{Request, Requester};
 use teloxide_core::types::{AllowedUpdate, CallbackQueryId};
 use teloxide_core::{ApiError, RequestError};
+use tokio::sync::watch;
 
 use crate::errors::is_conflict;
 use crate::inbound::map_update;
@@ -42,8 +46,13 @@ pub(crate) fn allowed() -> Vec<AllowedUpdate> {
     ]
 }
 
-/// Polls until the provider stops (the task is aborted).
-pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
+/// Polls until `stop` says so (or its sender is gone).
+pub(crate) async fn run(
+    inner: Arc<Inner>,
+    intake: Intake,
+    timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
     let offset = Offset::new(intake.store().cloned(), &inner.id);
     let mut next = match offset.load().await {
         Ok(n) => n,
@@ -56,15 +65,14 @@ pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
     let wait =
         u32::try_from(timeout.clamp(Duration::from_secs(1), MAX_POLL).as_secs()).unwrap_or(1);
     let mut failing_since: Option<tokio::time::Instant> = None;
-    loop {
-        let asked = inner
-            .bot
-            .get_updates()
-            .offset(next)
-            .timeout(wait)
-            .allowed_updates(allowed())
-            .send()
-            .await;
+    while !*stop.borrow() {
+        let ask = inner.bot.get_updates().offset(next).timeout(wait).allowed_updates(allowed());
+        let asked = tokio::select! {
+            biased;
+            // Everything handed to the bot so far is recorded.
+            _ = stop.changed() => return,
+            asked = ask.send() => asked,
+        };
         let updates = match asked {
             Ok(updates) => updates,
             Err(e) => {
@@ -72,7 +80,11 @@ pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
                 if since.elapsed() >= UNREACHABLE {
                     inner.set_status(TransportStatus::Closed);
                 }
-                pause_after(&inner, &e, &mut backoff).await;
+                tokio::select! {
+                    biased;
+                    _ = stop.changed() => return,
+                    () = pause_after(&inner, &e, &mut backoff) => {}
+                }
                 continue;
             }
         };
@@ -80,15 +92,23 @@ pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
         inner.set_status(TransportStatus::Open);
         backoff = Duration::from_millis(100);
         let username = inner.username();
+        let asked_from = next;
         for update in &updates {
+            if *stop.borrow() {
+                // The rest of the batch is left to the next poller.
+                break;
+            }
             let mapped = map_update(&inner.id, username.as_deref(), update);
-            let taken = hand_over(&inner, &intake, mapped.inbound).await;
+            let Some(taken) = hand_over(&inner, &intake, mapped.inbound, &mut stop).await else {
+                // Asked to stop while the bot would not take it: the next poller offers it.
+                break;
+            };
             if let (true, Some(query)) = (taken, mapped.callback) {
                 answer_callback(&inner, query);
             }
             next = i32::try_from(update.id.0).unwrap_or(i32::MAX).saturating_add(1);
         }
-        if !updates.is_empty()
+        if next != asked_from
             && let Err(e) = offset.save(next).await
         {
             // Telegram confirms the batch at the next getUpdates anyway; a replica taking
@@ -98,21 +118,31 @@ pub(crate) async fn run(inner: Arc<Inner>, intake: Intake, timeout: Duration) {
     }
 }
 
-/// Hands one message to the bot, offering it again until the bot takes it. `false` when the
-/// bot can never take it (too large, not a message): reported, and skipped.
-async fn hand_over(inner: &Inner, intake: &Intake, inbound: botmesh_traits::Inbound) -> bool {
+/// Hands one message to the bot, offering it again until the bot takes it. `Some(false)`
+/// when the bot can never take it (too large, not a message): reported, and skipped. `None`
+/// when `stop` says so before the bot took it.
+async fn hand_over(
+    inner: &Inner,
+    intake: &Intake,
+    inbound: botmesh_traits::Inbound,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<bool> {
     let mut backoff = Duration::from_millis(100);
     loop {
         let verdict = intake.accept(inbound.clone()).await;
         if verdict.is_taken() {
-            return true;
+            return Some(true);
         }
         if verdict.status() != 503 {
             let reason = format!("update {} refused by the bot: {verdict}", inbound.id);
             inner.report(ProviderEvent::Rejected { reason });
-            return false;
+            return Some(false);
         }
-        tokio::time::sleep(backoff).await;
+        tokio::select! {
+            biased;
+            _ = stop.changed() => return None,
+            () = tokio::time::sleep(backoff) => {}
+        }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }

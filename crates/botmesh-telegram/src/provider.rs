@@ -15,13 +15,17 @@ use teloxide_core::payloads::setters::*;
 use teloxide_core::requests::{Request, Requester};
 use teloxide_core::types::{FileId, ParseMode};
 use teloxide_core::{Bot, RequestError};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::errors::{is_transient, typed};
 use crate::inbound::message_id;
 use crate::outbound::{self, Failure};
 use crate::polling;
-use crate::state::{Inner, Mode, Settings, lock};
+use crate::state::{Inner, Mode, Poller, Settings, lock};
+
+/// How long a stop waits for the polling loop to record what it handed to the bot: a store
+/// write. Past it, the loop is aborted.
+const POLLER_STOP: Duration = Duration::from_secs(5);
 
 /// A Telegram bot as a botmesh provider.
 ///
@@ -184,9 +188,10 @@ impl Provider for TelegramProvider {
         inner.slot.open(intake.clone());
         inner.set_status(TransportStatus::Open);
         if let Mode::Polling { timeout } = inner.mode {
-            let poller = tokio::spawn(polling::run(Arc::clone(inner), intake, timeout));
-            if let Some(old) = lock(&inner.poller).replace(poller) {
-                old.abort();
+            let (stop, stopped) = watch::channel(false);
+            let task = tokio::spawn(polling::run(Arc::clone(inner), intake, timeout, stopped));
+            if let Some(old) = lock(&inner.poller).replace(Poller { task, stop }) {
+                old.task.abort();
             }
         }
         let stream = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -199,11 +204,10 @@ impl Provider for TelegramProvider {
         let inner = &self.inner;
         let poller = lock(&inner.poller).take();
         if let Some(poller) = poller {
-            // The loop hands each update to the bot before it moves the offset: stopped
-            // between the two, the next poller gets the update again and the bot's dedupe
-            // (its journal, with durability) drops it.
-            poller.abort();
-            let _ = poller.await;
+            // The loop hands each update to the bot before it records the offset: it stops
+            // after the two, or the next poller would get the update again, which only the
+            // journal (with durability) tells from a new one after a restart.
+            poller.stop(POLLER_STOP).await;
         }
         inner.slot.close();
         *lock(&inner.status) = TransportStatus::Closed;

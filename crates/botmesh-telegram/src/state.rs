@@ -7,7 +7,7 @@ use botmesh_traits::webhook::{IntakeSlot, Limits};
 use botmesh_traits::{ProviderEvent, TransportStatus};
 use teloxide_core::Bot;
 use teloxide_core::types::ParseMode;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::pauses::Pauses;
@@ -62,7 +62,8 @@ pub(crate) struct Inner {
     /// The events the provider reports, while started.
     pub(crate) events: Mutex<Option<mpsc::UnboundedSender<ProviderEvent>>>,
     pub(crate) status: Mutex<TransportStatus>,
-    pub(crate) poller: Mutex<Option<JoinHandle<()>>>,
+    /// The long-polling loop, while it runs here.
+    pub(crate) poller: Mutex<Option<Poller>>,
     /// What Telegram asked to wait for after a `429`.
     pub(crate) pauses: Pauses,
 }
@@ -110,5 +111,28 @@ impl Inner {
 
     pub(crate) fn username(&self) -> Option<String> {
         lock(&self.username).clone()
+    }
+}
+
+/// A running long-polling loop, and the signal that asks it to stop.
+pub(crate) struct Poller {
+    pub(crate) task: JoinHandle<()>,
+    pub(crate) stop: watch::Sender<bool>,
+}
+
+impl Poller {
+    /// Stops the loop where nothing is lost or repeated: at once while it waits on Telegram,
+    /// else once the updates it handed to the bot are recorded in the store. Aborted after
+    /// `within`, for a store that does not answer: the next poller then gets those updates
+    /// again, and the bot's dedupe drops them (its journal, with durability).
+    pub(crate) async fn stop(self, within: Duration) {
+        let Self { mut task, stop } = self;
+        // Sent, then dropped: every wait of the loop on it ends, seen or not.
+        let _ = stop.send(true);
+        drop(stop);
+        if tokio::time::timeout(within, &mut task).await.is_err() {
+            task.abort();
+            let _ = task.await;
+        }
     }
 }

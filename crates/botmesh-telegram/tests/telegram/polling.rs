@@ -1,4 +1,5 @@
-//! Long polling: rate limits, failover between replicas, a revoked token, a conflict.
+//! Long polling: rate limits, failover between replicas, a revoked token, a conflict, a stop
+//! in the middle of a batch.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -6,7 +7,8 @@ use std::time::Duration;
 
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::traits::{Provider, Store};
-use botmesh_core::{Bot, Durability, Event, MemoryStore};
+use botmesh_core::{Bot, BotError, Durability, Event, MemoryStore};
+use botmesh_telegram::TelegramProvider;
 use botmesh_testing::telegram::{Fault, TelegramServer};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator};
 use tokio::time::Instant;
@@ -152,4 +154,78 @@ async fn a_webhook_set_elsewhere_is_a_conflict_that_closes_the_polling_transport
     .await;
     assert_eq!(provider.status(), botmesh_core::TransportStatus::Closed);
     bot.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_poller_records_what_the_bot_took_so_a_restart_is_not_handed_it_again() {
+    // The stop lands somewhere in the first bot's batch, where it falls: several rounds, so
+    // that some land between an update taken and the offset recorded.
+    for round in 0..5 {
+        let (took, handled) = stop_in_a_batch_then_restart().await;
+        let expected: Vec<String> = (0..300).map(|n| format!("m{n}")).collect();
+        assert_eq!(handled, expected, "round {round}: each handled once, {took} by the first bot");
+    }
+}
+
+/// 300 updates wait at Telegram (three batches); a bot without a journal stops its transport as soon as it
+/// handles one, then stops, and a new bot on the same store takes over. Returns how many the
+/// first bot handled, and every update handled, sorted.
+async fn stop_in_a_batch_then_restart() -> (usize, Vec<String>) {
+    const UPDATES: usize = 300;
+    let server = TelegramServer::start().await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    // Waiting before the bot starts: its first getUpdates brings them all. Each in a chat of
+    // its own, so that the bot takes each one in a little longer.
+    for n in 0..UPDATES {
+        let chat = 1_000 + i64::try_from(n).unwrap();
+        server.user_says(chat, chat, &format!("m{n}"));
+    }
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    // No journal: after a restart, only the recorded offset keeps the bot from handling an
+    // update twice.
+    let bot = |provider: TelegramProvider, stops: bool| {
+        let seen = Arc::clone(&seen);
+        let transport = provider.clone();
+        Bot::builder()
+            .provider(provider)
+            .store(Arc::clone(&store))
+            .on_message(move |ctx| {
+                let (seen, transport) = (Arc::clone(&seen), transport.clone());
+                async move {
+                    let mut seen = seen.lock().unwrap();
+                    if stops && seen.is_empty() {
+                        // The transport stops while the loop still hands the batch over.
+                        tokio::spawn(async move {
+                            let _ = transport.stop().await;
+                        });
+                    }
+                    seen.push(ctx.body().to_owned());
+                    Ok::<_, BotError>(())
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let first = bot(polling(&server), true);
+    first.start().await.unwrap();
+    let deadline = Instant::now() + WITHIN;
+    while seen.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the first bot handled nothing");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    first.stop().await.unwrap();
+    let took = seen.lock().unwrap().len();
+    // The same store, a new process: it resumes after what the first one took.
+    let second = bot(polling(&server), false);
+    second.start().await.unwrap();
+    while seen.lock().unwrap().len() < UPDATES {
+        assert!(Instant::now() < deadline, "{} of {UPDATES} handled", seen.lock().unwrap().len());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Long enough for a batch handed over again to arrive: the poll answers at once.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    second.stop().await.unwrap();
+    let mut handled = seen.lock().unwrap().clone();
+    handled.sort_by_key(|m| m[1..].parse::<usize>().unwrap());
+    (took, handled)
 }
