@@ -12,7 +12,6 @@ use botmesh_core::traits::Coordinator;
 /// the call's future is boxed once by the forwarding and once more by the backend. Calls
 /// through this handle dereference to the trait object first, so each is the backend's own
 /// future alone. The runtime's timing layer (`Metered`) calls the backend through one.
-#[derive(Clone)]
 pub(crate) struct Backend(Arc<dyn Coordinator>);
 
 impl Backend {

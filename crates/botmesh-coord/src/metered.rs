@@ -2,22 +2,21 @@
 //! [`COORDINATOR_CALLS`] by operation and outcome, then passed on unchanged.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_core::telemetry::{COORDINATOR_CALLS, CallTimings};
 use botmesh_core::traits::{
-    ChatKey, ClusterView, Error, InboxRecord, JournaledTicket, Leadership, ReleaseOptions, Result,
-    Ticket, TurnGrant, TurnJournal, async_trait,
+    ChatKey, ClusterView, Coordinator, Error, InboxRecord, JournaledTicket, Leadership,
+    ReleaseOptions, Result, Ticket, TurnGrant, TurnJournal, async_trait,
 };
 
 use crate::backend::Backend;
 
 /// The backend operations, numbered as [`Metered`] times them.
-const OPS: [&str; 14] = [
-    "take_ticket",
+const OPS: [&str; 12] = [
     "take_tickets",
     "wait_turn",
-    "release_turn",
     "release_turn_with",
     "cancel_ticket",
     "is_alive",
@@ -38,8 +37,8 @@ pub(crate) struct Metered {
 
 impl Metered {
     /// Wraps `inner`, taking the histograms from the recorder installed now.
-    pub(crate) fn new(inner: Backend) -> Self {
-        Self { inner, timings: CallTimings::new(COORDINATOR_CALLS, &OPS) }
+    pub(crate) fn new(inner: Arc<dyn Coordinator>) -> Self {
+        Self { inner: Backend::new(inner), timings: CallTimings::new(COORDINATOR_CALLS, &OPS) }
     }
 
     async fn timed<T>(&self, op: usize, call: impl Future<Output = Result<T>>) -> Result<T> {
@@ -63,11 +62,11 @@ impl Metered {
     }
 
     pub(crate) async fn take_tickets(&self, key: &ChatKey, count: usize) -> Result<Vec<Ticket>> {
-        self.timed(1, self.inner.take_tickets(key, count)).await
+        self.timed(0, self.inner.take_tickets(key, count)).await
     }
 
     pub(crate) async fn wait_turn(&self, ticket: &Ticket, timeout: Duration) -> Result<TurnGrant> {
-        self.timed(2, self.inner.wait_turn(ticket, timeout)).await
+        self.timed(1, self.inner.wait_turn(ticket, timeout)).await
     }
 
     pub(crate) async fn release_turn_with(
@@ -75,35 +74,35 @@ impl Metered {
         grant: &TurnGrant,
         options: &ReleaseOptions,
     ) -> Result<bool> {
-        self.timed(4, self.inner.release_turn_with(grant, options)).await
+        self.timed(2, self.inner.release_turn_with(grant, options)).await
     }
 
     pub(crate) async fn cancel_ticket(&self, ticket: &Ticket) -> Result<()> {
-        self.timed(5, self.inner.cancel_ticket(ticket)).await
+        self.timed(3, self.inner.cancel_ticket(ticket)).await
     }
 
     pub(crate) async fn is_alive(&self, incarnation: &str) -> Result<bool> {
-        self.timed(6, self.inner.is_alive(incarnation)).await
+        self.timed(4, self.inner.is_alive(incarnation)).await
     }
 
     pub(crate) async fn heartbeat(&self, lease: Duration) -> Result<()> {
-        self.timed(7, self.inner.heartbeat(lease)).await
+        self.timed(5, self.inner.heartbeat(lease)).await
     }
 
     pub(crate) async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
-        self.timed(8, self.inner.try_lead(name, lease)).await
+        self.timed(6, self.inner.try_lead(name, lease)).await
     }
 
     pub(crate) async fn resign(&self, leadership: &Leadership) -> Result<bool> {
-        self.timed(9, self.inner.resign(leadership)).await
+        self.timed(7, self.inner.resign(leadership)).await
     }
 
     pub(crate) async fn publish_status(&self, status: &str, keep: Duration) -> Result<()> {
-        self.timed(10, self.inner.publish_status(status, keep)).await
+        self.timed(8, self.inner.publish_status(status, keep)).await
     }
 
     pub(crate) async fn cluster(&self, leaderships: &[String]) -> Result<ClusterView> {
-        self.timed(11, self.inner.cluster(leaderships)).await
+        self.timed(9, self.inner.cluster(leaderships)).await
     }
 }
 
@@ -120,8 +119,8 @@ impl TurnJournal for Metered {
         records: &[InboxRecord],
         retain: Duration,
     ) -> Result<Vec<JournaledTicket>> {
-        let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: OPS[12] })?;
-        self.timed(12, journal.take_tickets_journaling(key, records, retain)).await
+        let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: OPS[10] })?;
+        self.timed(10, journal.take_tickets_journaling(key, records, retain)).await
     }
 
     async fn release_turn_acknowledging(
@@ -130,7 +129,7 @@ impl TurnJournal for Metered {
         options: &ReleaseOptions,
         id: &str,
     ) -> Result<Option<bool>> {
-        let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: OPS[13] })?;
-        self.timed(13, journal.release_turn_acknowledging(grant, options, id)).await
+        let journal = self.inner.turn_journal().ok_or(Error::Unsupported { op: OPS[11] })?;
+        self.timed(11, journal.release_turn_acknowledging(grant, options, id)).await
     }
 }

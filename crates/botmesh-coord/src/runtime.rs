@@ -16,7 +16,6 @@ use botmesh_core::traits::{
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::backend::Backend;
 use crate::election;
 use crate::metered::Metered;
 use crate::state::{Hold, OurTurn, State, lock};
@@ -41,7 +40,7 @@ impl Runtime {
     pub(crate) fn new(cfg: CoordinationConfig) -> Self {
         let replica_id = cfg.coordinator.replica_id().to_owned();
         let lease = cfg.coordinator.lease();
-        let coordinator = Metered::new(Backend::new(cfg.coordinator));
+        let coordinator = Metered::new(cfg.coordinator);
         Self {
             elected: Mutex::default(),
             state: Arc::new(State {
