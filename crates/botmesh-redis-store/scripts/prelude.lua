@@ -30,7 +30,28 @@ local function counter(key, field)
   end
   return v
 end
-local function alive(prefix, inc) return redis.call('EXISTS', prefix .. inc) == 1 end
+-- Whether incarnation `inc`'s liveness key (under `prefix`) exists. Read once per script call
+-- and key: a script sees the clock of its start, so no key expires while it runs, and the one
+-- liveness key a script writes, its caller's own, goes through `register`.
+local lives = {}
+local function alive(prefix, inc)
+  local key = prefix .. inc
+  local live = lives[key]
+  if live == nil then
+    live = redis.call('EXISTS', key) == 1
+    lives[key] = live
+  end
+  return live
+end
+-- Creates the caller's liveness key (under `prefix`, kept `lease` ms) when it has none: its
+-- tickets would otherwise be skipped as a dead incarnation's.
+local function register(prefix, inc, lease)
+  local key = prefix .. inc
+  if not lives[key] then
+    redis.call('SET', key, '1', 'PX', lease, 'NX')
+    lives[key] = true
+  end
+end
 -- Queue members are "seq|incarnation|tid|replica" (tid: the taker's id for the call, so a
 -- ticket whose reply was lost can be found again); the holder field is
 -- "incarnation|seq|fence|tid".
@@ -156,10 +177,16 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
   -- The ticket counter. A new one starts from the clock (see `counter`). Held, the turn's
   -- counter grows here; free, the first ticket below takes the turn, and its grant writes the
   -- counter with the holder, one write for both.
+  -- `start` is the last ticket's number as a string, when it is known without formatting
+  -- `last` (a double) again: formatting costs more than the rest of a ticket's work.
   local last, start
   if not n then
-    last = tonumber(clock_us()) + count - 1
-    start = s(last)
+    if count == 1 then
+      start = clock_us()
+    else
+      last = tonumber(clock_us()) + count - 1
+      start = s(last)
+    end
     if h then redis.call('HSET', st, 'n', start) end
   elseif h then
     last = redis.call('HINCRBY', st, 'n', count)
@@ -169,7 +196,7 @@ local function take(st, q, inc, replica, prefix, wake, key, count, tid)
   end
   local out, members, g = {}, {}, nil
   for i = 1, count do
-    local seq = s(last - count + i)
+    local seq = (i == count and start) or s(last - count + i)
     out[i] = seq
     if i == 1 and not h then
       -- Granted to this incarnation: answered in the reply.

@@ -1,6 +1,6 @@
 local lk = KEYS[1]
 local inc, replica, prefix, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-redis.call('SET', prefix .. inc, '1', 'PX', lease, 'NX')
+register(prefix, inc, lease)
 local cur = redis.call('HGET', lk, 'i')
 if cur == inc then return redis.call('HGET', lk, 'g') end
 if cur and alive(prefix, cur) then return false end

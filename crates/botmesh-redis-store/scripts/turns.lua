@@ -16,25 +16,18 @@
 -- reply when any was new.
 local inc, replica, prefix, lease, wake = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local reserve = tonumber(ARGV[6])
-local out, a, k, registered = {}, 7, 1, false
+local out, a, k = {}, 7, 1
 local function emit(reply)
   local n, len = #out, #reply
   out[n + 1] = len
   for i = 1, len do out[n + 1 + i] = reply[i] end
-end
-local function register()
-  if not registered then
-    -- Tickets of an incarnation without a liveness key would be skipped as dead.
-    redis.call('SET', prefix .. inc, '1', 'PX', lease, 'NX')
-    registered = true
-  end
 end
 indexing(function()
   while a <= #ARGV do
     local op, st, q, key = ARGV[a], KEYS[k], KEYS[k + 1], ARGV[a + 1]
     k = k + 2
     if op == 't' then
-      register()
+      register(prefix, inc, lease)
       emit(take(st, q, inc, replica, prefix, wake, key, tonumber(ARGV[a + 2]), ARGV[a + 3]))
       a = a + 4
     elseif op == 'j' then
@@ -53,7 +46,7 @@ indexing(function()
         end
       end
       if fresh > 0 then
-        register()
+        register(prefix, inc, lease)
         for _, v in ipairs(take(st, q, inc, replica, prefix, wake, key, fresh, tid)) do
           table.insert(reply, v)
         end

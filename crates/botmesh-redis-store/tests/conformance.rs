@@ -126,6 +126,38 @@ async fn a_new_chat_s_first_ticket_writes_its_state_once_and_a_batch_reads_the_c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_reads_each_holder_s_liveness_once_whatever_its_number_of_chats() {
+    let (server, mut admin, store) = private_store("live").await;
+    let holder = store.coordinator(Duration::from_secs(5)).with_replica_id("holder");
+    let keys: Vec<botmesh_traits::ChatKey> =
+        (0..20).map(|i| botmesh_traits::ChatKey::from(format!("chat{i}"))).collect();
+    for key in &keys {
+        assert!(holder.take_ticket(key).await.unwrap().grant.is_some(), "a free turn");
+    }
+    let waiter = Arc::new(store.coordinator(Duration::from_secs(5)).with_replica_id("waiter"));
+    reset_stats(&mut admin).await;
+    // As in the test above: made while Redis is frozen, so that most go in one batch.
+    server.pause().unwrap();
+    let taking = tokio::spawn({
+        let waiter = Arc::clone(&waiter);
+        async move {
+            let takes = keys.iter().map(|k| waiter.take_ticket(k));
+            futures_util::future::join_all(takes).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.resume().unwrap();
+    for ticket in taking.await.unwrap() {
+        assert!(ticket.unwrap().grant.is_none(), "each chat's turn is the holder's");
+    }
+    let batches = calls(&mut admin, &["cmdstat_evalsha:"]).await;
+    assert!(batches < 20, "20 tickets taken together go in batches, {batches} calls");
+    // Per call: one look at whether the holder lives, and one registration of the waiter.
+    assert_eq!(calls(&mut admin, &["cmdstat_exists:"]).await, batches, "one liveness read");
+    assert_eq!(calls(&mut admin, &["cmdstat_set:"]).await, batches, "one registration");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_made_together_keep_their_order_and_take_one_sequence_step_per_batch() {
     let (_server, mut admin, store) = private_store("order").await;
     let journal = store.journal().unwrap();
