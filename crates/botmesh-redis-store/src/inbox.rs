@@ -45,7 +45,7 @@ impl Append {
 pub(crate) struct Inbox {
     pub(crate) conn: Conn,
     pub(crate) keys: Keys,
-    pub(crate) script: Script,
+    pub(crate) script: &'static Script,
 }
 
 impl Batch for Inbox {
@@ -67,7 +67,7 @@ impl Batch for Inbox {
             .sum::<usize>()
             + ops.len() * base.len();
         let appends = ops.iter().filter(|op| matches!(op, Op::Append(_))).count();
-        let mut call = ScriptCall::new(&self.script, 2 + ops.len(), 3 + 8 * ops.len(), bytes + 8);
+        let mut call = ScriptCall::new(self.script, 2 + ops.len(), 3 + 8 * ops.len(), bytes + 8);
         call.arg(&pending).arg(&seq);
         for op in &ops {
             match op {

@@ -8,13 +8,13 @@ use std::time::Duration;
 use botmesh_traits::{
     Error, InboxAppend, InboxRecord, InboxState, JournalStore, Result, async_trait,
 };
-use redis::{AsyncCommands, Script};
+use redis::AsyncCommands;
 
 use crate::KeyLayout;
 use crate::batch::{Batch, Batcher, MAX_BATCH};
 use crate::conn::{idempotent, ms};
 use crate::inbox::{Append, Inbox, Op};
-use crate::scripts::{self, with_prelude};
+use crate::scripts;
 use crate::store::RedisStore;
 
 impl RedisStore {
@@ -24,7 +24,7 @@ impl RedisStore {
             Batcher::new(Inbox {
                 conn: self.conn(),
                 keys: self.keys.clone(),
-                script: Script::new(&with_prelude(scripts::INBOX_BATCH)),
+                script: scripts::INBOX_BATCH.get(),
             })
         })
     }
@@ -103,8 +103,8 @@ impl JournalStore for RedisStore {
         }
         let (pending, records) = (&self.keys.inbox("pending"), &self.keys.inbox("r:"));
         let flat: Vec<String> = idempotent(|| async move {
-            self.scripts
-                .inbox_pending
+            scripts::INBOX_PENDING
+                .get()
                 .key(pending)
                 .arg(limit)
                 .arg(records)
@@ -122,8 +122,8 @@ impl JournalStore for RedisStore {
     async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
         let record = &self.keys.inbox(&format!("r:{id}"));
         let send = || async move {
-            self.scripts
-                .inbox_claim
+            scripts::INBOX_CLAIM
+                .get()
                 .key(record)
                 .arg(from)
                 .arg(to)

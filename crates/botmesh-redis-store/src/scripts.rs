@@ -8,8 +8,37 @@
 //! They travel as decimal strings: Lua numbers are doubles and print large integers in
 //! exponent form.
 
+use std::sync::OnceLock;
+
+use redis::Script;
+
 /// Helpers shared by the scripts.
 const PRELUDE: &str = include_str!("../scripts/prelude.lua");
+
+/// One script: its body, and the script itself (the body after the prelude, and its SHA-1),
+/// made on first use and shared by every store and coordinator of the process, so that the
+/// text is joined and hashed once, not once per connection or batcher.
+pub(crate) struct Lua {
+    body: &'static str,
+    script: OnceLock<Script>,
+}
+
+impl Lua {
+    const fn new(body: &'static str) -> Self {
+        Self { body, script: OnceLock::new() }
+    }
+
+    /// The script, called by its hash.
+    pub(crate) fn get(&self) -> &Script {
+        self.script.get_or_init(|| Script::new(&with_prelude(self.body)))
+    }
+
+    /// The script's text, to load it; its hash is made now too, off the message path.
+    fn text(&self) -> String {
+        let _ = self.get();
+        with_prelude(self.body)
+    }
+}
 
 /// KEYS: per call, state and queue. ARGV: incarnation, replica, alive prefix, lease ms, wake
 /// prefix, then per call `'t', chat key, count, tid` (take `count` tickets) or `'r', chat key,
@@ -19,136 +48,136 @@ const PRELUDE: &str = include_str!("../scripts/prelude.lua");
 /// previous holder, passed over`, or four ''), then the incarnation holding the turn ('' when
 /// unknown). A release's: `0` when the turn was not ours, else `1` followed by a grant the turn
 /// went on to for another ticket of this incarnation (`seq, fence, prev, passed over`), if any.
-pub(crate) const TURNS: &str = include_str!("../scripts/turns.lua");
+pub(crate) static TURNS: Lua = Lua::new(include_str!("../scripts/turns.lua"));
 
 /// KEYS: state, queue. ARGV: incarnation, alive prefix, seq, wake prefix, chat key.
 /// Returns `{'granted', fence, prev, passed over}`, `{'gone'}`, or `{'wait'}` followed by a
 /// grant made to another ticket of this incarnation (`seq, fence, prev, passed over`, or four
 /// '') and the incarnation holding the turn ('' for none).
-pub(crate) const TRY_TURN: &str = include_str!("../scripts/try_turn.lua");
+pub(crate) static TRY_TURN: Lua = Lua::new(include_str!("../scripts/try_turn.lua"));
 
 /// KEYS: state, queue. ARGV: incarnation, seq, keep ms, wake prefix, chat key, alive prefix.
 /// Withdraws a ticket (or gives its turn back unused), naming this incarnation in the next
 /// grant. Returns like a release in [`TURNS`].
-pub(crate) const CANCEL: &str = include_str!("../scripts/cancel.lua");
+pub(crate) static CANCEL: Lua = Lua::new(include_str!("../scripts/cancel.lua"));
 
 /// KEYS: state, queue. ARGV: incarnation, tid, keep ms, wake prefix, chat key, alive prefix.
 /// Withdraws the ticket a `take_ticket` call with this tid made, when its reply was lost: the
 /// queued ticket, or the turn it was granted (given back unused).
-pub(crate) const ABANDON: &str = include_str!("../scripts/abandon.lua");
+pub(crate) static ABANDON: Lua = Lua::new(include_str!("../scripts/abandon.lua"));
 
 /// KEYS: leadership. ARGV: incarnation, replica, alive prefix, lease ms.
 /// Returns the fence, or false when a live other incarnation leads.
-pub(crate) const TRY_LEAD: &str = include_str!("../scripts/try_lead.lua");
+pub(crate) static TRY_LEAD: Lua = Lua::new(include_str!("../scripts/try_lead.lua"));
 
 /// KEYS: leadership. ARGV: incarnation, fence. Returns 1 when it resigned.
-pub(crate) const RESIGN: &str = include_str!("../scripts/resign.lua");
+pub(crate) static RESIGN: Lua = Lua::new(include_str!("../scripts/resign.lua"));
 
 /// KEYS: index, document. ARGV: incarnation, replica, status, keep ms. Replaces the
 /// incarnation's status document (a hash: `r` replica, `s` status, `t` published at, server
 /// ms), kept `keep` ms; indexes it scored by the end of its keep, and trims the index of the
 /// entries whose keep ended. The index expires with its longest keep.
-pub(crate) const PUBLISH_STATUS: &str = include_str!("../scripts/publish_status.lua");
+pub(crate) static PUBLISH_STATUS: Lua = Lua::new(include_str!("../scripts/publish_status.lua"));
 
 /// KEYS: leadership hashes, then the index when a document prefix is given. ARGV: alive prefix
 /// or '' (liveness is then not read), document prefix or '' (no index). Read-only. Returns
 /// `{replicas, leaders}`, flat: per kept document `incarnation, replica, status, age ms,
 /// alive`, per held leadership `position of its key (from 1), incarnation, replica, fence,
 /// alive`; alive is '1', '0', or '' when not read.
-pub(crate) const CLUSTER: &str = include_str!("../scripts/cluster.lua");
+pub(crate) static CLUSTER: Lua = Lua::new(include_str!("../scripts/cluster.lua"));
 
 /// KEYS: chat. ARGV: provider, now ms, lang or ''.
-pub(crate) const UPSERT_CHAT: &str = include_str!("../scripts/upsert_chat.lua");
+pub(crate) static UPSERT_CHAT: Lua = Lua::new(include_str!("../scripts/upsert_chat.lua"));
 
 /// KEYS: checkpoint. ARGV: mode ('any' | 'absent' | 'rev'), expected, data, ttl ms or '',
 /// keep ms. Returns `{1, revision}` or `{0, current revision or ''}`.
-pub(crate) const SET_CHECKPOINT: &str = include_str!("../scripts/set_checkpoint.lua");
+pub(crate) static SET_CHECKPOINT: Lua = Lua::new(include_str!("../scripts/set_checkpoint.lua"));
 
 /// KEYS: checkpoint. ARGV: expected revision or '' for any, keep ms. Returns 1 when deleted.
-pub(crate) const CLEAR_CHECKPOINT: &str = include_str!("../scripts/clear_checkpoint.lua");
+pub(crate) static CLEAR_CHECKPOINT: Lua = Lua::new(include_str!("../scripts/clear_checkpoint.lua"));
 
 /// KEYS: task. ARGV: occurrence. Returns 1 when the occurrence is later than the last one
 /// claimed, which it becomes; 0 otherwise.
-pub(crate) const TASK_CLAIM: &str = include_str!("../scripts/task_claim.lua");
+pub(crate) static TASK_CLAIM: Lua = Lua::new(include_str!("../scripts/task_claim.lua"));
 
 /// KEYS: lock. ARGV: token, ttl ms. Returns the fence, or false when held.
-pub(crate) const ACQUIRE_LOCK: &str = include_str!("../scripts/acquire_lock.lua");
+pub(crate) static ACQUIRE_LOCK: Lua = Lua::new(include_str!("../scripts/acquire_lock.lua"));
 
 /// KEYS: lock. ARGV: token, ttl ms. Returns 1 when renewed.
-pub(crate) const RENEW_LOCK: &str = include_str!("../scripts/renew_lock.lua");
+pub(crate) static RENEW_LOCK: Lua = Lua::new(include_str!("../scripts/renew_lock.lua"));
 
 /// KEYS: lock. ARGV: token, keep ms. Returns 1 when released.
-pub(crate) const RELEASE_LOCK: &str = include_str!("../scripts/release_lock.lua");
+pub(crate) static RELEASE_LOCK: Lua = Lua::new(include_str!("../scripts/release_lock.lua"));
 
 /// KEYS: lease. ARGV: holder, ttl ms. Returns the fence, or false when another holds it.
-pub(crate) const ACQUIRE_LEASE: &str = include_str!("../scripts/acquire_lease.lua");
+pub(crate) static ACQUIRE_LEASE: Lua = Lua::new(include_str!("../scripts/acquire_lease.lua"));
 
 /// KEYS: lease. ARGV: holder, ttl ms. Returns 1 when renewed.
-pub(crate) const RENEW_LEASE: &str = include_str!("../scripts/renew_lease.lua");
+pub(crate) static RENEW_LEASE: Lua = Lua::new(include_str!("../scripts/renew_lease.lua"));
 
 /// KEYS: lease. ARGV: holder, keep ms. Returns 1 when released.
-pub(crate) const RELEASE_LEASE: &str = include_str!("../scripts/release_lease.lua");
+pub(crate) static RELEASE_LEASE: Lua = Lua::new(include_str!("../scripts/release_lease.lua"));
 
 /// KEYS: pending index, sequence, then one record per call. ARGV per call: `'a', id, key,
 /// payload, owner, state, retain ms` (an append), `'k', id` (an acknowledgement) or `'o', ttl
 /// ms` (an outbox mark). Runs the calls in order and returns, per call, its reply's length
 /// (1), then the reply: an append's 'new' or the existing record's state; an
 /// acknowledgement's 1, or 0 when the record is gone; a mark's 1.
-pub(crate) const INBOX_BATCH: &str = include_str!("../scripts/inbox_batch.lua");
+pub(crate) static INBOX_BATCH: Lua = Lua::new(include_str!("../scripts/inbox_batch.lua"));
 
 /// KEYS: record. ARGV: from, to. Returns 1 when claimed.
-pub(crate) const INBOX_CLAIM: &str = include_str!("../scripts/inbox_claim.lua");
+pub(crate) static INBOX_CLAIM: Lua = Lua::new(include_str!("../scripts/inbox_claim.lua"));
 
 /// KEYS: pending index. ARGV: limit, record key prefix.
 /// Returns a flat list of id, key, payload, owner for each pending record, oldest first.
-pub(crate) const INBOX_PENDING: &str = include_str!("../scripts/inbox_pending.lua");
+pub(crate) static INBOX_PENDING: Lua = Lua::new(include_str!("../scripts/inbox_pending.lua"));
 
 /// Prepends the shared helpers to a script body.
-pub(crate) fn with_prelude(body: &str) -> String {
+fn with_prelude(body: &str) -> String {
     format!("{PRELUDE}\n{body}")
 }
 
 /// The coordinator's scripts.
-pub(crate) const COORDINATION: [&str; 8] =
-    [TURNS, TRY_TURN, CANCEL, ABANDON, TRY_LEAD, RESIGN, PUBLISH_STATUS, CLUSTER];
+pub(crate) static COORDINATION: [&Lua; 8] =
+    [&TURNS, &TRY_TURN, &CANCEL, &ABANDON, &TRY_LEAD, &RESIGN, &PUBLISH_STATUS, &CLUSTER];
 
 /// The store's scripts.
-pub(crate) const STORE: [&str; 13] = [
-    UPSERT_CHAT,
-    SET_CHECKPOINT,
-    CLEAR_CHECKPOINT,
-    TASK_CLAIM,
-    ACQUIRE_LOCK,
-    RENEW_LOCK,
-    RELEASE_LOCK,
-    ACQUIRE_LEASE,
-    RENEW_LEASE,
-    RELEASE_LEASE,
-    INBOX_BATCH,
-    INBOX_CLAIM,
-    INBOX_PENDING,
+pub(crate) static STORE: [&Lua; 13] = [
+    &UPSERT_CHAT,
+    &SET_CHECKPOINT,
+    &CLEAR_CHECKPOINT,
+    &TASK_CLAIM,
+    &ACQUIRE_LOCK,
+    &RENEW_LOCK,
+    &RELEASE_LOCK,
+    &ACQUIRE_LEASE,
+    &RENEW_LEASE,
+    &RELEASE_LEASE,
+    &INBOX_BATCH,
+    &INBOX_CLAIM,
+    &INBOX_PENDING,
 ];
 
-/// Loads `bodies` (with the prelude) into the server's script cache at connect, in one round
+/// Loads `scripts` into the server's script cache at connect, in one round
 /// trip on a single server (one command per script, each to every primary, in a cluster), so
 /// that a burst on a fresh server runs them by hash at once instead of each caller loading
 /// them again. A script the server lost later (a restart) is loaded again by its first call.
 /// A failure here is only logged: calls load what they miss.
-pub(crate) async fn preload(conn: &crate::conn::Conn, bodies: &[&str]) {
+pub(crate) async fn preload(conn: &crate::conn::Conn, scripts: &[&Lua]) {
     use crate::conn::Conn;
     let mut conn = conn.clone();
     let loaded: redis::RedisResult<()> = match &mut conn {
         Conn::Single(single) => {
             let mut pipe = redis::pipe();
-            for body in bodies {
-                pipe.cmd("SCRIPT").arg("LOAD").arg(with_prelude(body)).ignore();
+            for lua in scripts {
+                pipe.cmd("SCRIPT").arg("LOAD").arg(lua.text()).ignore();
             }
             pipe.query_async(single).await
         }
         Conn::Cluster(cluster) => {
             let mut result = Ok(());
-            for body in bodies {
-                let load = redis::cmd("SCRIPT").arg("LOAD").arg(with_prelude(body)).clone();
+            for lua in scripts {
+                let load = redis::cmd("SCRIPT").arg("LOAD").arg(lua.text()).clone();
                 if let Err(e) = load.query_async::<redis::Value>(cluster).await {
                     result = Err(e);
                 }

@@ -18,48 +18,13 @@ use crate::conn::{Conn, Connect, idempotent, ms, redact};
 use crate::coordinator::RedisCoordinator;
 use crate::inbox::Inbox;
 use crate::keys::Keys;
-use crate::scripts::{self, with_prelude};
+use crate::scripts;
 use crate::{KeyLayout, RedisOptions};
 
 /// How long the bookkeeping of a cleared checkpoint, lock or lease (its revision or fence
 /// counter) is kept. Past it, the counter restarts from the server clock, above every value
 /// it handed out.
 const KEEP: Duration = Duration::from_secs(24 * 3600);
-
-pub(crate) struct StoreScripts {
-    upsert_chat: Script,
-    set_checkpoint: Script,
-    clear_checkpoint: Script,
-    acquire_lock: Script,
-    renew_lock: Script,
-    release_lock: Script,
-    acquire_lease: Script,
-    renew_lease: Script,
-    release_lease: Script,
-    pub(crate) inbox_claim: Script,
-    pub(crate) inbox_pending: Script,
-    task_claim: Script,
-}
-
-impl StoreScripts {
-    fn new() -> Self {
-        let s = |body: &str| Script::new(&with_prelude(body));
-        Self {
-            upsert_chat: s(scripts::UPSERT_CHAT),
-            set_checkpoint: s(scripts::SET_CHECKPOINT),
-            clear_checkpoint: s(scripts::CLEAR_CHECKPOINT),
-            acquire_lock: s(scripts::ACQUIRE_LOCK),
-            renew_lock: s(scripts::RENEW_LOCK),
-            release_lock: s(scripts::RELEASE_LOCK),
-            acquire_lease: s(scripts::ACQUIRE_LEASE),
-            renew_lease: s(scripts::RENEW_LEASE),
-            release_lease: s(scripts::RELEASE_LEASE),
-            inbox_claim: s(scripts::INBOX_CLAIM),
-            inbox_pending: s(scripts::INBOX_PENDING),
-            task_claim: s(scripts::TASK_CLAIM),
-        }
-    }
-}
 
 /// A [`Store`] on Redis, shared by every replica of a bot.
 ///
@@ -82,7 +47,6 @@ pub struct RedisStore {
     pub(crate) client: redis::Client,
     pub(crate) keys: Keys,
     pub(crate) options: RedisOptions,
-    pub(crate) scripts: Arc<StoreScripts>,
     /// Journal appends, acknowledgements and outbox marks, in batches; made by the first.
     pub(crate) journal: Arc<std::sync::OnceLock<Batcher<Inbox>>>,
     /// Names this store's journal for its coordinators (see `JournalStore::place`): a nonce,
@@ -102,7 +66,8 @@ impl std::fmt::Debug for RedisStore {
 
 /// The store's scripts and its coordinator's, which shares the connection: one round trip.
 async fn preload_all(conn: &Conn) {
-    let all: Vec<&str> = scripts::STORE.iter().chain(&scripts::COORDINATION).copied().collect();
+    let all: Vec<&scripts::Lua> =
+        scripts::STORE.iter().chain(&scripts::COORDINATION).copied().collect();
     scripts::preload(conn, &all).await;
 }
 
@@ -126,7 +91,6 @@ impl RedisStore {
             client,
             keys: Keys::new(&options.prefix, options.layout),
             options,
-            scripts: Arc::new(StoreScripts::new()),
             journal: Arc::default(),
             place: uuid::Uuid::new_v4().simple().to_string().into(),
         })
@@ -146,7 +110,6 @@ impl RedisStore {
             client,
             keys: Keys::new(&options.prefix, options.layout),
             options,
-            scripts: Arc::new(StoreScripts::new()),
             journal: Arc::default(),
             place: uuid::Uuid::new_v4().simple().to_string().into(),
         })
@@ -212,8 +175,8 @@ impl Store for RedisStore {
         // Sets the fields and keeps the latest `last`: the same call twice is one call.
         let key = &self.keys.entity("chat", chat.id.as_str());
         idempotent(|| async move {
-            self.scripts
-                .upsert_chat
+            scripts::UPSERT_CHAT
+                .get()
                 .key(key)
                 .arg(&chat.provider)
                 .arg(chat.last_seen_ms.max(chat.first_seen_ms))
@@ -301,9 +264,8 @@ impl CasStore for RedisStore {
 impl LockStore for RedisStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
         let token = uuid::Uuid::new_v4().to_string();
-        let fence: Option<String> = self
-            .scripts
-            .acquire_lock
+        let fence: Option<String> = scripts::ACQUIRE_LOCK
+            .get()
             .key(self.keys.entity("lock", key))
             .arg(&token)
             .arg(ms(ttl))
@@ -315,7 +277,7 @@ impl LockStore for RedisStore {
 
     async fn renew_lock(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
         self.flag(
-            &self.scripts.renew_lock,
+            scripts::RENEW_LOCK.get(),
             "renew_lock",
             self.keys.entity("lock", key),
             token,
@@ -326,7 +288,7 @@ impl LockStore for RedisStore {
 
     async fn release_lock(&self, key: &str, token: &str) -> Result<bool> {
         self.flag(
-            &self.scripts.release_lock,
+            scripts::RELEASE_LOCK.get(),
             "release_lock",
             self.keys.entity("lock", key),
             token,
@@ -344,9 +306,8 @@ impl LeaseStore for RedisStore {
         holder: &str,
         ttl: Duration,
     ) -> Result<Option<LeaseGrant>> {
-        let fence: Option<String> = self
-            .scripts
-            .acquire_lease
+        let fence: Option<String> = scripts::ACQUIRE_LEASE
+            .get()
             .key(self.keys.entity("lease", name))
             .arg(holder)
             .arg(ms(ttl))
@@ -358,7 +319,7 @@ impl LeaseStore for RedisStore {
 
     async fn renew_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool> {
         self.flag(
-            &self.scripts.renew_lease,
+            scripts::RENEW_LEASE.get(),
             "renew_lease",
             self.keys.entity("lease", name),
             holder,
@@ -369,7 +330,7 @@ impl LeaseStore for RedisStore {
 
     async fn release_lease(&self, name: &str, holder: &str) -> Result<bool> {
         self.flag(
-            &self.scripts.release_lease,
+            scripts::RELEASE_LEASE.get(),
             "release_lease",
             self.keys.entity("lease", name),
             holder,
@@ -393,9 +354,8 @@ impl TaskStore for RedisStore {
     async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
         // Sent once: a claim whose reply was lost is not tried again, so the occurrence may
         // be skipped, never run twice.
-        let claimed: i64 = self
-            .scripts
-            .task_claim
+        let claimed: i64 = scripts::TASK_CLAIM
+            .get()
             .key(self.keys.entity("task", id))
             .arg(occurrence.to_string())
             .invoke_async(&mut self.conn())
@@ -430,8 +390,8 @@ impl RedisStore {
     ) -> Result<CasOutcome> {
         let checkpoint = &self.keys.entity("cp", key);
         let send = || async move {
-            self.scripts
-                .set_checkpoint
+            scripts::SET_CHECKPOINT
+                .get()
                 .key(checkpoint)
                 .arg(mode)
                 .arg(expected.map(|e| e.to_string()).unwrap_or_default())
@@ -469,8 +429,8 @@ impl RedisStore {
     async fn clear(&self, op: &'static str, key: &str, expected: Option<u64>) -> Result<bool> {
         let checkpoint = &self.keys.entity("cp", key);
         let n: i64 = idempotent(|| async move {
-            self.scripts
-                .clear_checkpoint
+            scripts::CLEAR_CHECKPOINT
+                .get()
                 .key(checkpoint)
                 .arg(expected.map(|e| e.to_string()).unwrap_or_default())
                 .arg(ms(KEEP))

@@ -86,7 +86,7 @@ impl JournalKeys {
 pub(super) struct Turns {
     pub(super) conn: Conn,
     pub(super) keys: Keys,
-    pub(super) script: Script,
+    pub(super) script: &'static Script,
     pub(super) incarnation: String,
     pub(super) replica_id: String,
     pub(super) lease_ms: u64,
@@ -153,7 +153,7 @@ impl Turns {
             bytes += size + 3 * op.key().as_str().len() + 2 * shard.len();
             records += op.records();
         }
-        let mut call = ScriptCall::new(&self.script, keys, 6 + 10 * ops.len() + 2 * records, bytes);
+        let mut call = ScriptCall::new(self.script, keys, 6 + 10 * ops.len() + 2 * records, bytes);
         for op in ops {
             let (state, queue) = Keys::turn_args(shard, op.key().as_str());
             call.arg(state).arg(queue);

@@ -9,13 +9,12 @@ use botmesh_traits::{
     TurnGrant, TurnJournal, async_trait,
 };
 use futures_util::future::join_all;
-use redis::Script;
 use tokio::task::JoinHandle;
 
 use crate::batch::{Batcher, Reply};
 use crate::conn::{Conn, Connect, idempotent, ms};
 use crate::keys::Keys;
-use crate::scripts::{self, with_prelude};
+use crate::scripts;
 use crate::{RedisOptions, RedisStore};
 
 mod batch;
@@ -53,16 +52,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-struct CoordScripts {
-    try_turn: Script,
-    cancel: Script,
-    abandon: Script,
-    try_lead: Script,
-    resign: Script,
-    publish_status: Script,
-    cluster: Script,
-}
-
 /// A [`Coordinator`] on Redis.
 ///
 /// - An uncontended message takes its ticket and its turn in one script call and gives the
@@ -95,7 +84,6 @@ pub struct RedisCoordinator {
     lease: Duration,
     max_poll: Duration,
     idle_keep: Duration,
-    scripts: Arc<CoordScripts>,
     waiters: Arc<Waiters>,
     subscriber: JoinHandle<()>,
     /// Takes tickets and releases turns in batches; made by the first call, once the replica
@@ -171,24 +159,13 @@ impl RedisCoordinator {
         journal: Option<RedisStore>,
     ) -> Self {
         let keys = keys.coordination();
-        let s = |body: &str| Script::new(&with_prelude(body));
         let client_for_heartbeat = client.clone();
         let waiters = Arc::new(Waiters::default());
         let incarnation = uuid::Uuid::new_v4().simple().to_string();
         let channel = format!("{}{incarnation}", keys.wake_prefix());
         let subscriber = tokio::spawn(subscriber(client, channel, Arc::clone(&waiters)));
-        let scripts = Arc::new(CoordScripts {
-            try_turn: s(scripts::TRY_TURN),
-            cancel: s(scripts::CANCEL),
-            abandon: s(scripts::ABANDON),
-            try_lead: s(scripts::TRY_LEAD),
-            resign: s(scripts::RESIGN),
-            publish_status: s(scripts::PUBLISH_STATUS),
-            cluster: s(scripts::CLUSTER),
-        });
         let withdrawals = Withdrawals {
             conn: conn.clone(),
-            scripts: Arc::clone(&scripts),
             keys: keys.clone(),
             incarnation: incarnation.clone(),
             idle_keep: options.idle_keep,
@@ -207,7 +184,6 @@ impl RedisCoordinator {
             lease,
             max_poll: options.max_poll,
             idle_keep: options.idle_keep,
-            scripts,
             waiters,
             subscriber,
             batcher: std::sync::OnceLock::new(),
@@ -255,7 +231,7 @@ impl RedisCoordinator {
             Batcher::new(Turns {
                 conn: self.conn(),
                 keys: self.keys.clone(),
-                script: Script::new(&with_prelude(scripts::TURNS)),
+                script: scripts::TURNS.get(),
                 incarnation: self.incarnation.clone(),
                 replica_id: self.replica_id.clone(),
                 lease_ms: ms(self.lease),
@@ -490,9 +466,8 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
-        let fence: Option<String> = self
-            .scripts
-            .try_lead
+        let fence: Option<String> = scripts::TRY_LEAD
+            .get()
             .key(self.keys.lead(name))
             .arg(&self.incarnation)
             .arg(&self.replica_id)
@@ -510,9 +485,8 @@ impl Coordinator for RedisCoordinator {
     }
 
     async fn resign(&self, leadership: &Leadership) -> Result<bool> {
-        let n: i64 = self
-            .scripts
-            .resign
+        let n: i64 = scripts::RESIGN
+            .get()
             .key(self.keys.lead(&leadership.name))
             .arg(&self.incarnation)
             .arg(leadership.fence)

@@ -10,6 +10,7 @@ use futures_util::future::join_all;
 use super::{RedisCoordinator, unavailable};
 use crate::conn::{idempotent, ms};
 use crate::keys::{KeyLayout, Keys};
+use crate::scripts;
 
 impl RedisCoordinator {
     /// One script on the status keys' tag, on the heartbeat connection (the heartbeat loop
@@ -20,7 +21,7 @@ impl RedisCoordinator {
     pub(super) async fn publish(&self, status: &str, keep: Duration) -> Result<()> {
         let conn = self.heartbeat_conn().await?;
         let doc = format!("{}{}", self.keys.replica_doc_prefix(), self.incarnation);
-        let mut invocation = self.scripts.publish_status.prepare_invoke();
+        let mut invocation = scripts::PUBLISH_STATUS.get().prepare_invoke();
         invocation
             .key(self.keys.replica_index())
             .key(doc)
@@ -94,7 +95,7 @@ impl RedisCoordinator {
         alive_prefix: &str,
         doc_prefix: &str,
     ) -> Result<(Vec<String>, Vec<String>)> {
-        let mut invocation = self.scripts.cluster.prepare_invoke();
+        let mut invocation = scripts::CLUSTER.get().prepare_invoke();
         for key in keys {
             invocation.key(key);
         }

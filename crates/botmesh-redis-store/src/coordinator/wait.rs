@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::{RedisCoordinator, lock, unavailable};
 use crate::keys::Keys;
+use crate::scripts;
 
 /// What a look at a waiting ticket found.
 enum Look {
@@ -26,9 +27,8 @@ impl RedisCoordinator {
     /// incarnation holds it.
     async fn try_turn(&self, ticket: &Ticket) -> Result<Look> {
         let (state, queue) = self.keys.turn(ticket.key.as_str());
-        let reply: Vec<String> = self
-            .scripts
-            .try_turn
+        let reply: Vec<String> = scripts::TRY_TURN
+            .get()
             .key(state)
             .key(queue)
             .arg(&self.incarnation)

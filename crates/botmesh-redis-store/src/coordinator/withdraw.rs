@@ -10,9 +10,10 @@ use botmesh_traits::{ChatKey, Ticket};
 use tokio::sync::Notify;
 
 use super::wake::Waiters;
-use super::{CoordScripts, backoff, lock};
+use super::{backoff, lock};
 use crate::conn::{Conn, ms};
 use crate::keys::Keys;
+use crate::scripts;
 
 /// A ticket to withdraw from Redis: one whose `take_tickets` reply was lost (found by the
 /// call's tid), or one whose cancel failed.
@@ -32,7 +33,6 @@ pub(super) enum Withdraw {
 #[derive(Clone)]
 pub(super) struct Withdrawals {
     pub(super) conn: Conn,
-    pub(super) scripts: Arc<CoordScripts>,
     pub(super) keys: Keys,
     pub(super) incarnation: String,
     pub(super) idle_keep: Duration,
@@ -45,14 +45,14 @@ pub(super) struct Withdrawals {
 impl Withdrawals {
     async fn withdraw(&self, what: &Withdraw) -> redis::RedisResult<()> {
         let (key, script, id, through) = match what {
-            Withdraw::Orphans { key, tid } => (key, &self.scripts.abandon, tid.clone(), None),
+            Withdraw::Orphans { key, tid } => (key, scripts::ABANDON.get(), tid.clone(), None),
             Withdraw::Ticket(t) => {
                 lock(&self.waiters.granted).remove(&(t.key.clone(), t.seq));
                 lock(&self.waiters.holders).remove(&(t.key.clone(), t.seq));
-                (&t.key, &self.scripts.cancel, t.seq.to_string(), None)
+                (&t.key, scripts::CANCEL.get(), t.seq.to_string(), None)
             }
             Withdraw::Run { key, held, through } => {
-                (key, &self.scripts.cancel, held.to_string(), Some(through.to_string()))
+                (key, scripts::CANCEL.get(), held.to_string(), Some(through.to_string()))
             }
         };
         let (state, queue) = self.keys.turn(key.as_str());
