@@ -40,14 +40,9 @@ impl Lua {
     }
 }
 
-/// KEYS: per call, state and queue. ARGV: incarnation, replica, alive prefix, lease ms, wake
-/// prefix, then per call `'t', chat key, count, tid` (take `count` tickets) or `'r', chat key,
-/// seq, used (1/0), keep ms, hand back (1/0)` (give a turn back). Runs the calls in order and
-/// returns, per call, its reply's length, then the reply. A take's reply: the tickets'
-/// numbers, then the turn when it went to one of this incarnation's tickets (`seq, fence,
-/// previous holder, passed over`, or four ''), then the incarnation holding the turn ('' when
-/// unknown). A release's: `0` when the turn was not ours, else `1` followed by a grant the turn
-/// went on to for another ticket of this incarnation (`seq, fence, prev, passed over`), if any.
+/// The coordinator's batch: takes (journaling or not) and releases of many chats, in order,
+/// one reply each. The script's header lists its keys, arguments and replies;
+/// `coordinator/batch.rs` writes the call, and `coordinator/mod.rs` reads the replies.
 pub(crate) static TURNS: Lua = Lua::new(include_str!("../scripts/turns.lua"));
 
 /// KEYS: state, queue. ARGV: incarnation, alive prefix, seq, wake prefix, chat key.
