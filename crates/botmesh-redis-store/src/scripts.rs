@@ -33,9 +33,8 @@ impl Lua {
         self.script.get_or_init(|| Script::new(&with_prelude(self.body)))
     }
 
-    /// The script's text, to load it; its hash is made now too, off the message path.
+    /// The script's text, to load it.
     fn text(&self) -> String {
-        let _ = self.get();
         with_prelude(self.body)
     }
 }
@@ -165,6 +164,8 @@ pub(crate) async fn preload(conn: &crate::conn::Conn, scripts: &[&Lua]) {
         Conn::Single(single) => {
             let mut pipe = redis::pipe();
             for lua in scripts {
+                // Made now, at connect, so that no message pays for the hash.
+                let _ = lua.get();
                 pipe.cmd("SCRIPT").arg("LOAD").arg(lua.text()).ignore();
             }
             pipe.query_async(single).await
@@ -172,6 +173,7 @@ pub(crate) async fn preload(conn: &crate::conn::Conn, scripts: &[&Lua]) {
         Conn::Cluster(cluster) => {
             let mut result = Ok(());
             for lua in scripts {
+                let _ = lua.get();
                 let load = redis::cmd("SCRIPT").arg("LOAD").arg(lua.text()).clone();
                 if let Err(e) = load.query_async::<redis::Value>(cluster).await {
                     result = Err(e);

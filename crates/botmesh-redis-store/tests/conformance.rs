@@ -94,28 +94,36 @@ async fn the_batched_calls_load_the_scripts_a_restarted_server_lost() {
     );
 }
 
+/// Twenty chats' keys.
+fn twenty_chats() -> Vec<botmesh_traits::ChatKey> {
+    (0..20).map(|i| botmesh_traits::ChatKey::from(format!("chat{i}"))).collect()
+}
+
+/// Takes a ticket of each of `keys` through `coordinator`, the calls made while the server is
+/// frozen, so that no call can come back before all are made, however the machine schedules
+/// them: the first go alone, the rest wait for a batch. Half a second is ample for the calls
+/// to be made.
+async fn take_while_frozen(
+    server: &RedisServer,
+    coordinator: Arc<RedisCoordinator>,
+    keys: Vec<botmesh_traits::ChatKey>,
+) -> Vec<botmesh_traits::Result<botmesh_traits::Ticket>> {
+    server.pause().unwrap();
+    let taking = tokio::spawn(async move {
+        let takes = keys.iter().map(|k| coordinator.take_ticket(k));
+        futures_util::future::join_all(takes).await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.resume().unwrap();
+    taking.await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_chat_s_first_ticket_writes_its_state_once_and_a_batch_reads_the_clock_once() {
     let (server, mut admin, store) = private_store("new").await;
     let coordinator = Arc::new(store.coordinator(Duration::from_secs(5)));
     reset_stats(&mut admin).await;
-    let keys: Vec<botmesh_traits::ChatKey> =
-        (0..20).map(|i| botmesh_traits::ChatKey::from(format!("chat{i}"))).collect();
-    // Made while Redis is frozen, so that no call can come back before all are made, however
-    // the machine schedules them: the first go alone, the rest wait for a batch. Half a second
-    // is ample for 20 calls to be made.
-    server.pause().unwrap();
-    let taking = tokio::spawn({
-        let coordinator = Arc::clone(&coordinator);
-        async move {
-            let takes = keys.iter().map(|k| coordinator.take_ticket(k));
-            futures_util::future::join_all(takes).await
-        }
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    server.resume().unwrap();
-    let tickets = taking.await.unwrap();
-    for ticket in tickets {
+    for ticket in take_while_frozen(&server, coordinator, twenty_chats()).await {
         assert!(ticket.unwrap().grant.is_some(), "a new chat's first ticket takes its turn");
     }
     let batches = calls(&mut admin, &["cmdstat_evalsha:"]).await;
@@ -129,25 +137,12 @@ async fn a_new_chat_s_first_ticket_writes_its_state_once_and_a_batch_reads_the_c
 async fn a_batch_reads_each_holder_s_liveness_once_whatever_its_number_of_chats() {
     let (server, mut admin, store) = private_store("live").await;
     let holder = store.coordinator(Duration::from_secs(5)).with_replica_id("holder");
-    let keys: Vec<botmesh_traits::ChatKey> =
-        (0..20).map(|i| botmesh_traits::ChatKey::from(format!("chat{i}"))).collect();
-    for key in &keys {
+    for key in &twenty_chats() {
         assert!(holder.take_ticket(key).await.unwrap().grant.is_some(), "a free turn");
     }
     let waiter = Arc::new(store.coordinator(Duration::from_secs(5)).with_replica_id("waiter"));
     reset_stats(&mut admin).await;
-    // As in the test above: made while Redis is frozen, so that most go in one batch.
-    server.pause().unwrap();
-    let taking = tokio::spawn({
-        let waiter = Arc::clone(&waiter);
-        async move {
-            let takes = keys.iter().map(|k| waiter.take_ticket(k));
-            futures_util::future::join_all(takes).await
-        }
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    server.resume().unwrap();
-    for ticket in taking.await.unwrap() {
+    for ticket in take_while_frozen(&server, waiter, twenty_chats()).await {
         assert!(ticket.unwrap().grant.is_none(), "each chat's turn is the holder's");
     }
     let batches = calls(&mut admin, &["cmdstat_evalsha:"]).await;
