@@ -13,6 +13,7 @@ mod dispatch;
 mod durable_redis;
 mod exits;
 mod flows;
+mod footprint;
 mod handover;
 mod leases;
 mod persistence;

@@ -161,28 +161,41 @@ impl Ctx {
     ///
     /// With durability, the send is marked in the outbox once it went out, so that the same
     /// message handled again (replayed after a crash) does not send it twice; the receipt of a
-    /// skipped send has no id.
-    pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
-        self.send(text.into()).await
+    /// skipped send has no id. A send's mark is named after its place among the handler's
+    /// sends, taken when it is called (not when it is first awaited).
+    pub fn reply(
+        &self,
+        text: impl Into<String>,
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + '_ {
+        self.send(text.into())
     }
 
     /// Sends any content to the chat the message came from, fenced by the chat's turn and
     /// deduplicated like [`Ctx::reply`]. A `&str` or a `String` is sent as a text.
-    pub async fn send(&self, content: impl Into<OutboundContent>) -> Result<SendReceipt> {
+    pub fn send(
+        &self,
+        content: impl Into<OutboundContent>,
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + '_ {
         let message = Outbound::new(self.chat().clone(), content.into());
-        self.send_outbound(Cow::Owned(message)).await
+        self.send_outbound(Cow::Owned(message))
     }
 
     /// Sends a whole message: to another chat, through another provider, or quoting a message.
     /// Fenced by this chat's turn and deduplicated like [`Ctx::reply`].
-    pub async fn send_message(&self, message: &Outbound) -> Result<SendReceipt> {
-        self.send_outbound(Cow::Borrowed(message)).await
+    pub fn send_message<'a>(
+        &'a self,
+        message: &'a Outbound,
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + 'a {
+        self.send_outbound(Cow::Borrowed(message))
     }
 
     /// Sends `message`, owned when the context built it.
-    async fn send_outbound(&self, message: Cow<'_, Outbound>) -> Result<SendReceipt> {
+    fn send_outbound<'a>(
+        &'a self,
+        message: Cow<'a, Outbound>,
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + 'a {
         let via = &self.message.inbound.provider;
-        self.shared.send_once(&self.turn, message, via, self.outbox_key()).await
+        self.shared.send_once(&self.turn, message, via, self.outbox_key())
     }
 
     /// The bytes of the file this message carries (a photo, a voice note, a document),

@@ -126,19 +126,22 @@ impl Shared {
     /// per outbox key: with durability and a key, the send is first recorded in the outbox,
     /// and skipped when a run before this one already made it. A message that names no
     /// provider goes out through `via`, the provider of the chat it answers.
-    pub(crate) async fn send_once(
-        &self,
-        turn: &TurnSlot,
-        message: Cow<'_, Outbound>,
-        via: &str,
+    ///
+    /// Not an `async fn`, nor are the contexts' sends that call it: a handler's future holds
+    /// its send's, and each async layer would hold its own copy of the message besides.
+    pub(crate) fn send_once<'a>(
+        &'a self,
+        turn: &'a TurnSlot,
+        message: Cow<'a, Outbound>,
+        via: &'a str,
         outbox: Option<OutboxKey>,
-    ) -> Result<SendReceipt> {
-        turn.check()?;
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + 'a {
         let span = tracing::debug_span!(target: "botmesh", "send", provider = via);
-        turn.effect(self.send_once_checked(turn, message, via, outbox)).instrument(span).await
+        turn.effect(self.send_once_checked(turn, message, via, outbox)).instrument(span)
     }
 
-    /// [`Shared::send_once`] once the turn was checked.
+    /// [`Shared::send_once`] in its effect: the turn is checked, the cut included, when the
+    /// send starts.
     async fn send_once_checked(
         &self,
         turn: &TurnSlot,
@@ -146,6 +149,7 @@ impl Shared {
         via: &str,
         outbox: Option<OutboxKey>,
     ) -> Result<SendReceipt> {
+        turn.check()?;
         let (Some(key), Some(durability)) = (outbox, &self.durability) else {
             return self.send(&message, Some(via)).await;
         };

@@ -293,16 +293,23 @@ impl ConvCtx {
     ///
     /// With durability, a send made again by a step that runs again for the same message
     /// (on another replica after a crash) finds the first one's mark in the outbox and is
-    /// skipped; the receipt of a skipped send has no id.
-    pub async fn reply(&self, text: impl Into<String>) -> Result<SendReceipt> {
-        self.send(text.into()).await
+    /// skipped; the receipt of a skipped send has no id. A send's mark is named after its place
+    /// among the step's sends, taken when it is called (not when it is first awaited).
+    pub fn reply(
+        &self,
+        text: impl Into<String>,
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + '_ {
+        self.send(text.into())
     }
 
     /// Sends any content to the chat, deduplicated like [`ConvCtx::reply`]. A `&str` or a
     /// `String` is sent as a text.
-    pub async fn send(&self, content: impl Into<OutboundContent>) -> Result<SendReceipt> {
+    pub fn send(
+        &self,
+        content: impl Into<OutboundContent>,
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + '_ {
         let message = Outbound::new(self.inner.chat.clone(), content.into());
-        self.send_outbound(Cow::Owned(message)).await
+        self.send_outbound(Cow::Owned(message))
     }
 
     /// The bytes of the file the latest message carries, fetched through the provider that
@@ -314,12 +321,18 @@ impl ConvCtx {
 
     /// Sends a whole message: to another chat, or quoting a message. Deduplicated like
     /// [`ConvCtx::reply`].
-    pub async fn send_message(&self, message: &Outbound) -> Result<SendReceipt> {
-        self.send_outbound(Cow::Borrowed(message)).await
+    pub fn send_message<'a>(
+        &'a self,
+        message: &'a Outbound,
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + 'a {
+        self.send_outbound(Cow::Borrowed(message))
     }
 
     /// Sends `message`, owned when the context built it.
-    async fn send_outbound(&self, message: Cow<'_, Outbound>) -> Result<SendReceipt> {
+    fn send_outbound<'a>(
+        &'a self,
+        message: Cow<'a, Outbound>,
+    ) -> impl Future<Output = Result<SendReceipt>> + Send + 'a {
         let outbox = {
             let mut st = self.st();
             let seq = st.send_seq;
@@ -332,7 +345,7 @@ impl ConvCtx {
             })
         };
         let inner = &self.inner;
-        inner.shared.send_once(&inner.turn, message, &inner.provider, outbox).await
+        inner.shared.send_once(&inner.turn, message, &inner.provider, outbox)
     }
 
     /// Pauses the conversation. The chat's turn stays held meanwhile.
