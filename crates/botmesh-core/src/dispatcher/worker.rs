@@ -5,6 +5,7 @@
 //! (`route.rs`) and driving the conversation (`conversation.rs`).
 
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use botmesh_traits::{ChatKey, Error, MessageId, ReleaseOptions, Ticket};
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tracing::{Instrument, Span};
 
 use super::conversation::Active;
@@ -29,6 +30,10 @@ use crate::{durable, outbox};
 /// boxed, so little memory); a new one costs a task, its queues, and the chat's first-message
 /// work, which for a chat writing every few seconds would be paid on every message.
 const LINGER: Duration = Duration::from_secs(5);
+
+/// No job came within [`LINGER`].
+#[derive(Debug)]
+pub(super) struct Idle;
 
 /// A chat's worker task: its queue's receiving end, the turn it holds while a job runs, and
 /// the chat's conversation in this replica's memory.
@@ -58,7 +63,9 @@ impl Worker {
     }
 
     pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Box<Job>>) {
-        while let Some(job) = self.next_job(&mut rx).await {
+        // The worker's one lingering timer (see `Worker::linger`).
+        let mut linger = std::pin::pin!(tokio::time::sleep(LINGER));
+        while let Some(job) = self.next_job(&mut rx, linger.as_mut()).await {
             let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
             // The user code it runs is already guarded; this is the last line, so that a bug
             // here can never leave the chat's turn held or the dispatcher's counts wrong.
@@ -93,6 +100,7 @@ impl Worker {
     pub(super) async fn next_job(
         &mut self,
         rx: &mut mpsc::UnboundedReceiver<Box<Job>>,
+        mut linger: Pin<&mut Sleep>,
     ) -> Option<Box<Job>> {
         loop {
             if let Some(active) = &self.active {
@@ -117,7 +125,7 @@ impl Worker {
             // Nothing queued and no conversation: a chat that writes again soon (a user's
             // next line, a busy group) reuses this worker for a while rather than paying for a
             // new one (a task, its queues and the chat's first-message work) per message.
-            if let Ok(job) = tokio::time::timeout(LINGER, rx.recv()).await {
+            if let Ok(job) = Self::linger(rx, linger.as_mut()).await {
                 return job;
             }
             // Still nothing: unregister under the map lock unless a job is still on its way
@@ -133,6 +141,30 @@ impl Worker {
                 }
             }
             return rx.recv().await;
+        }
+    }
+
+    /// Waits for the next job (`None`: the queue closed) for at most [`LINGER`]. The timer is
+    /// the worker's own, armed once: a wait that ends with a job leaves it set, and only one
+    /// that finds it fired early (a wait begun since it was set) sets it again. A timer armed
+    /// and taken out of the runtime's timer wheel for every wait cost a busy chat's worker
+    /// more than the rest of its wait.
+    async fn linger(
+        rx: &mut mpsc::UnboundedReceiver<Box<Job>>,
+        mut linger: Pin<&mut Sleep>,
+    ) -> Result<Option<Box<Job>>, Idle> {
+        let due = Instant::now() + LINGER;
+        loop {
+            tokio::select! {
+                biased;
+                job = rx.recv() => return Ok(job),
+                () = linger.as_mut() => {
+                    if Instant::now() >= due {
+                        return Err(Idle);
+                    }
+                    linger.as_mut().reset(due);
+                }
+            }
         }
     }
 
@@ -494,5 +526,52 @@ impl Worker {
             Some(message) => self.shared().events.message_error(&self.key, message, error),
             None => self.shared().events.error(Some(&self.key), error),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+    use tokio::time::Instant;
+
+    use super::{Idle, LINGER, Worker};
+    use crate::dispatcher::job::{Job, Timer, Work};
+
+    fn job(serial: u64) -> Box<Job> {
+        Box::new(Job::timer(serial, 0, Timer::Timeout))
+    }
+
+    /// The serial of the timer job a wait ended with, if it ended with one.
+    fn serial(got: Result<Option<Box<Job>>, Idle>) -> Option<u64> {
+        match got.ok()??.work {
+            Work::Timer { serial, .. } => Some(serial),
+            _ => None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_lingers_a_full_linger_after_its_last_job_whatever_its_timer_s_age() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut timer = std::pin::pin!(tokio::time::sleep(LINGER));
+        // Jobs keep coming for most of a linger: each wait ends with its job.
+        for n in 0..4 {
+            tx.send(job(n)).unwrap();
+            assert_eq!(serial(Worker::linger(&mut rx, timer.as_mut()).await), Some(n));
+            tokio::time::advance(LINGER / 5).await;
+        }
+        // The timer, set when the worker started, fires a fifth of a linger into this wait; the
+        // worker waits on, until a full linger after its last job.
+        let waited = Instant::now();
+        assert!(Worker::linger(&mut rx, timer.as_mut()).await.is_err(), "no job came");
+        assert_eq!(waited.elapsed(), LINGER);
+        // A job that comes during a wait ends it.
+        let sender = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            tx.send(job(9)).unwrap();
+        });
+        assert_eq!(serial(Worker::linger(&mut rx, timer.as_mut()).await), Some(9));
+        sender.await.unwrap();
     }
 }
