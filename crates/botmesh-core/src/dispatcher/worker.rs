@@ -33,7 +33,7 @@ const LINGER: Duration = Duration::from_secs(5);
 
 /// No job came within [`LINGER`].
 #[derive(Debug)]
-pub(super) struct Idle;
+struct Idle;
 
 /// A chat's worker task: its queue's receiving end, the turn it holds while a job runs, and
 /// the chat's conversation in this replica's memory.
