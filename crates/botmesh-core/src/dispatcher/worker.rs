@@ -64,8 +64,8 @@ impl Worker {
 
     pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Box<Job>>) {
         // The worker's one lingering timer (see `Worker::linger`).
-        let mut linger = std::pin::pin!(tokio::time::sleep(LINGER));
-        while let Some(job) = self.next_job(&mut rx, linger.as_mut()).await {
+        let mut timer = std::pin::pin!(tokio::time::sleep(LINGER));
+        while let Some(job) = self.next_job(&mut rx, timer.as_mut()).await {
             let message = matches!(job.work, Work::Message(_) | Work::TakeOver { .. });
             // The user code it runs is already guarded; this is the last line, so that a bug
             // here can never leave the chat's turn held or the dispatcher's counts wrong.
@@ -100,7 +100,7 @@ impl Worker {
     pub(super) async fn next_job(
         &mut self,
         rx: &mut mpsc::UnboundedReceiver<Box<Job>>,
-        mut linger: Pin<&mut Sleep>,
+        mut timer: Pin<&mut Sleep>,
     ) -> Option<Box<Job>> {
         loop {
             if let Some(active) = &self.active {
@@ -125,7 +125,7 @@ impl Worker {
             // Nothing queued and no conversation: a chat that writes again soon (a user's
             // next line, a busy group) reuses this worker for a while rather than paying for a
             // new one (a task, its queues and the chat's first-message work) per message.
-            if let Ok(job) = Self::linger(rx, linger.as_mut()).await {
+            if let Ok(job) = Self::linger(rx, timer.as_mut()).await {
                 return job;
             }
             // Still nothing: unregister under the map lock unless a job is still on its way
@@ -151,18 +151,18 @@ impl Worker {
     /// more than the rest of its wait.
     async fn linger(
         rx: &mut mpsc::UnboundedReceiver<Box<Job>>,
-        mut linger: Pin<&mut Sleep>,
+        mut timer: Pin<&mut Sleep>,
     ) -> Result<Option<Box<Job>>, Idle> {
         let due = Instant::now() + LINGER;
         loop {
             tokio::select! {
                 biased;
                 job = rx.recv() => return Ok(job),
-                () = linger.as_mut() => {
+                () = timer.as_mut() => {
                     if Instant::now() >= due {
                         return Err(Idle);
                     }
-                    linger.as_mut().reset(due);
+                    timer.as_mut().reset(due);
                 }
             }
         }
