@@ -297,62 +297,70 @@ impl Worker {
     /// Runs `work` in a `handle` span, bounded like [`Worker::bounded`], and counts a message
     /// that failed; `span` is the message's. With durability, the outbox marks its handlers
     /// kept are written while it runs long, and at its end unless it ended cleanly (see
-    /// `outbox.rs`).
-    async fn handle(&mut self, work: Work, changed_hands: bool, span: &Span) -> Outcome {
-        let shared = Arc::clone(self.shared());
-        let meters = match &work {
-            Work::Message(m) => Some(shared.meters.provider(&m.provider)),
-            Work::Timer { .. } | Work::TakeOver { .. } => None,
-        };
-        self.failed.store(false, Ordering::Relaxed);
-        let (turn, key) = (Arc::clone(&self.turn), self.key.clone());
-        // Where a handler's kept outbox marks go, with durability (see `outbox.rs`).
-        let marks = match (&shared.durability, shared.inbox()) {
-            (Some(d), Ok(inbox)) => Some((
-                outbox::Writer { inbox, ttl: d.outbox_ttl, events: &shared.events, key: &key },
-                d.mark_within,
-            )),
-            _ => None,
-        };
-        let outcome = {
-            let handled = self
-                .bounded(work, changed_hands)
-                .instrument(tracing::debug_span!(target: "botmesh", "handle"));
-            // Pinned once, before the two ways of awaiting it: moved into each of them, it took
-            // room twice in this future, which every message's job carries (9.7 KB, now 5.4).
-            tokio::pin!(handled);
-            match &marks {
-                Some((to, within)) if !within.is_zero() => {
-                    tokio::select! {
-                        biased;
-                        outcome = &mut handled => outcome,
-                        () = turn.marks.write_late(to, *within) => handled.await,
-                    }
-                }
-                _ => handled.await,
-            }
-        };
-        // A turn lost meanwhile: the chat's next holder handles the message again.
-        let lost = self.turn.check().is_err();
-        let failed = lost || self.failed.load(Ordering::Relaxed) || outcome.unfinished();
-        if let Some((to, _)) = &marks {
-            let clean = !failed && !self.turn.is_cut();
-            self.turn.marks.settle(to, clean).await;
-        }
-        if let Some(meters) = meters {
-            let word = match (lost, failed) {
-                (true, _) => "lost",
-                (false, true) => "failed",
-                (false, false) => "handled",
+    /// `outbox.rs`). Not an `async fn`: see [`Worker::work`].
+    #[expect(clippy::manual_async_fn, reason = "an `async fn` holds its argument twice")]
+    fn handle(
+        &mut self,
+        work: Work,
+        changed_hands: bool,
+        span: &Span,
+    ) -> impl Future<Output = Outcome> + Send {
+        async move {
+            let shared = Arc::clone(self.shared());
+            let meters = match &work {
+                Work::Message(m) => Some(shared.meters.provider(&m.provider)),
+                Work::Timer { .. } | Work::TakeOver { .. } => None,
             };
-            span.record("outcome", word);
-            if failed {
-                meters.failed.increment(1);
-            } else {
-                meters.handled.increment(1);
+            self.failed.store(false, Ordering::Relaxed);
+            let (turn, key) = (Arc::clone(&self.turn), self.key.clone());
+            // Where a handler's kept outbox marks go, with durability (see `outbox.rs`).
+            let marks = match (&shared.durability, shared.inbox()) {
+                (Some(d), Ok(inbox)) => Some((
+                    outbox::Writer { inbox, ttl: d.outbox_ttl, events: &shared.events, key: &key },
+                    d.mark_within,
+                )),
+                _ => None,
+            };
+            let outcome = {
+                let handled = self
+                    .bounded(work, changed_hands)
+                    .instrument(tracing::debug_span!(target: "botmesh", "handle"));
+                // Pinned once, before the two ways of awaiting it: moved into each of them, it took
+                // room twice in this future, which every message's job carries (9.7 KB, now 5.4).
+                tokio::pin!(handled);
+                match &marks {
+                    Some((to, within)) if !within.is_zero() => {
+                        tokio::select! {
+                            biased;
+                            outcome = &mut handled => outcome,
+                            () = turn.marks.write_late(to, *within) => handled.await,
+                        }
+                    }
+                    _ => handled.await,
+                }
+            };
+            // A turn lost meanwhile: the chat's next holder handles the message again.
+            let lost = self.turn.check().is_err();
+            let failed = lost || self.failed.load(Ordering::Relaxed) || outcome.unfinished();
+            if let Some((to, _)) = &marks {
+                let clean = !failed && !self.turn.is_cut();
+                self.turn.marks.settle(to, clean).await;
             }
+            if let Some(meters) = meters {
+                let word = match (lost, failed) {
+                    (true, _) => "lost",
+                    (false, true) => "failed",
+                    (false, false) => "handled",
+                };
+                span.record("outcome", word);
+                if failed {
+                    meters.failed.increment(1);
+                } else {
+                    meters.handled.increment(1);
+                }
+            }
+            outcome
         }
-        outcome
     }
 
     /// Hands back a job a stopping bot has no time left for: its ticket is withdrawn and its
@@ -530,48 +538,4 @@ impl Worker {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use tokio::sync::mpsc;
-    use tokio::time::Instant;
-
-    use super::{Idle, LINGER, Worker};
-    use crate::dispatcher::job::{Job, Timer, Work};
-
-    fn job(serial: u64) -> Box<Job> {
-        Box::new(Job::timer(serial, 0, Timer::Timeout))
-    }
-
-    /// The serial of the timer job a wait ended with, if it ended with one.
-    fn serial(got: Result<Option<Box<Job>>, Idle>) -> Option<u64> {
-        match got.ok()??.work {
-            Work::Timer { serial, .. } => Some(serial),
-            _ => None,
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_worker_lingers_a_full_linger_after_its_last_job_whatever_its_timer_s_age() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut timer = std::pin::pin!(tokio::time::sleep(LINGER));
-        // Jobs keep coming for most of a linger: each wait ends with its job.
-        for n in 0..4 {
-            tx.send(job(n)).unwrap();
-            assert_eq!(serial(Worker::linger(&mut rx, timer.as_mut()).await), Some(n));
-            tokio::time::advance(LINGER / 5).await;
-        }
-        // The timer, set when the worker started, fires a fifth of a linger into this wait; the
-        // worker waits on, until a full linger after its last job.
-        let waited = Instant::now();
-        assert!(Worker::linger(&mut rx, timer.as_mut()).await.is_err(), "no job came");
-        assert_eq!(waited.elapsed(), LINGER);
-        // A job that comes during a wait ends it.
-        let sender = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            tx.send(job(9)).unwrap();
-        });
-        assert_eq!(serial(Worker::linger(&mut rx, timer.as_mut()).await), Some(9));
-        sender.await.unwrap();
-    }
-}
+mod tests;
