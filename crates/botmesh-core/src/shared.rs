@@ -137,12 +137,12 @@ impl Shared {
         outbox: Option<OutboxKey>,
     ) -> impl Future<Output = Result<SendReceipt>> + Send + 'a {
         let span = tracing::debug_span!(target: "botmesh", "send", provider = via);
-        turn.effect(self.send_once_checked(turn, message, via, outbox)).instrument(span)
+        turn.effect(self.send_once_in_effect(turn, message, via, outbox)).instrument(span)
     }
 
     /// [`Shared::send_once`] in its effect: the turn is checked, the cut included, when the
     /// send starts.
-    async fn send_once_checked(
+    async fn send_once_in_effect(
         &self,
         turn: &TurnSlot,
         message: Cow<'_, Outbound>,
