@@ -412,6 +412,7 @@ pub(crate) async fn run() -> Res<Figures> {
     flush(&url).await?;
     let w3 = waits::ordered_arrivals(waits::Mesh::Redis(&url)).await?;
     let w3_hub = waits::ordered_arrivals(waits::Mesh::Hub).await?;
+    let w3_floor = waits::floor().await?;
     flush(&url).await?;
     let gaps = handoffs(&url, false).await?;
     flush(&url).await?;
@@ -501,6 +502,7 @@ pub(crate) async fn run() -> Res<Figures> {
     ];
     figures.extend(waits::w3_figures(&w3));
     figures.extend(waits::w3_hub_figures(&w3_hub));
+    figures.extend(waits::w3_floor_figures(&w3_floor));
     Ok(figures)
 }
 

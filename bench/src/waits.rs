@@ -23,10 +23,15 @@
 //!   (see `precise.rs`): tokio's millisecond ticks would make it about 51.2 ms, and every
 //!   message's wait would grow by the excess over the ideal schedule's 30 ms per message.
 //! - `w3_hub_wait_p50_ms`, `w3_hub_wait_p99_ms`, `w3_hub_handoff_p50_us`,
-//!   `w3_hub_process_cpu_us_per_msg`: the same load with
-//!   the three replicas coordinating through the in-process hub instead of Redis: what the
-//!   runtime itself costs on this machine (200 chats' messages arrive at once, and two cores
-//!   start their handlers one after another), the floor under the Redis figures.
+//!   `w3_hub_process_cpu_us_per_msg`: the same load with the three replicas coordinating
+//!   through the in-process hub instead of Redis: what the framework costs on this machine
+//!   without a network (200 chats' messages arrive at once, and two cores start their
+//!   handlers one after another), under the Redis figures.
+//! - `w3_floor_wait_p50_ms`, `w3_floor_wait_p99_ms`: the same arrivals and the same handler
+//!   without botmesh at all: one task per chat takes its messages in order from a channel.
+//!   What the machine, tokio and the handler's timer reach on their own, under the hub's
+//!   figures: the hub's distance to it is the framework's, the Redis figures' distance to the
+//!   hub's is the coordination's.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -128,6 +133,13 @@ pub(crate) async fn polls_while_waiting(url: &str) -> Res<Watched> {
     Ok(watched)
 }
 
+/// The ordered-arrival load: chats, messages per chat, the time between a chat's arrivals,
+/// and the handler's.
+const CHATS: usize = 200;
+const PER_CHAT: usize = 10;
+const ARRIVALS_EVERY: Duration = Duration::from_millis(20);
+const HANDLER: Duration = Duration::from_millis(50);
+
 /// One handled message: chat, index in its chat, handler start and end.
 type Span = (usize, usize, Instant, Instant);
 
@@ -159,8 +171,6 @@ pub(crate) enum Mesh<'a> {
 /// The ordered-arrival load: 200 chats × 10 messages 20 ms apart, three replicas, a 50 ms
 /// handler.
 pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
-    const CHATS: usize = 200;
-    const PER_CHAT: usize = 10;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let log: Arc<Mutex<Vec<Span>>> = Arc::default();
     let mut replicas = Vec::new();
@@ -174,7 +184,7 @@ pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
                 let body = ctx.body();
                 let (chat, n) = body.split_once(' ').ok_or("no index")?;
                 let (chat, n): (usize, usize) = (chat.parse()?, n.parse()?);
-                crate::precise::sleep(Duration::from_millis(50)).await;
+                crate::precise::sleep(HANDLER).await;
                 log.lock().map_err(|_| "poisoned")?.push((chat, n, start, Instant::now()));
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
             }
@@ -204,7 +214,7 @@ pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
     let process_cpu = process_cpu_s()?;
     let mut arrivals: HashMap<(usize, usize), Instant> = HashMap::new();
     let mut pick: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut tick = tokio::time::interval(ARRIVALS_EVERY);
     for n in 0..PER_CHAT {
         tick.tick().await;
         for c in 0..CHATS {
@@ -302,6 +312,44 @@ pub(crate) async fn ordered_arrivals(mesh: Mesh<'_>) -> Res<W3> {
     Ok(W3 { waits_ms, handoffs_us, handler_ms, cost })
 }
 
+/// The ordered-arrival load without botmesh (see the module's docs): returns the waits (ms),
+/// sorted.
+pub(crate) async fn floor() -> Res<Vec<f64>> {
+    let waits: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(Vec::with_capacity(CHATS * PER_CHAT)));
+    let mut chats = Vec::with_capacity(CHATS);
+    let mut tasks = Vec::with_capacity(CHATS);
+    for _ in 0..CHATS {
+        let (arrive, mut arrived) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+        chats.push(arrive);
+        let waits = Arc::clone(&waits);
+        tasks.push(tokio::spawn(async move {
+            while let Some(at) = arrived.recv().await {
+                let wait = at.elapsed().as_secs_f64() * 1e3;
+                waits.lock().map_err(|_| "poisoned")?.push(wait);
+                crate::precise::sleep(HANDLER).await;
+            }
+            Ok::<_, &'static str>(())
+        }));
+    }
+    let mut tick = tokio::time::interval(ARRIVALS_EVERY);
+    for _ in 0..PER_CHAT {
+        tick.tick().await;
+        for chat in &chats {
+            chat.send(Instant::now()).map_err(|_| "a chat's task ended early")?;
+        }
+    }
+    drop(chats);
+    for task in tasks {
+        task.await??;
+    }
+    let mut waits = std::mem::take(&mut *waits.lock().map_err(|_| "poisoned")?);
+    if waits.len() != CHATS * PER_CHAT {
+        return Err(format!("{} messages handled of {}", waits.len(), CHATS * PER_CHAT).into());
+    }
+    waits.sort_by(f64::total_cmp);
+    Ok(waits)
+}
+
 /// The w3 figures, named.
 pub(crate) fn w3_figures(w3: &W3) -> Vec<(&'static str, f64, &'static str)> {
     let mut figures = vec![
@@ -317,6 +365,14 @@ pub(crate) fn w3_figures(w3: &W3) -> Vec<(&'static str, f64, &'static str)> {
     figures.push(("w3_process_cpu_us_per_msg", w3.cost.process_cpu_us, "us/msg"));
     figures.push(("w3_handler_mean_ms", w3.handler_ms, "ms"));
     figures
+}
+
+/// The w3 figures of the load without botmesh, named.
+pub(crate) fn w3_floor_figures(waits: &[f64]) -> [(&'static str, f64, &'static str); 2] {
+    [
+        ("w3_floor_wait_p50_ms", percentile(waits, 0.50), "ms"),
+        ("w3_floor_wait_p99_ms", percentile(waits, 0.99), "ms"),
+    ]
 }
 
 /// The w3 figures of the load on the in-process hub, named.
@@ -337,11 +393,13 @@ pub(crate) async fn run() -> Res<crate::Figures> {
     let w3 = ordered_arrivals(Mesh::Redis(&url)).await?;
     crate::redis_suite::show_stats(&url).await?;
     let hub = ordered_arrivals(Mesh::Hub).await?;
+    let floor = floor().await?;
     let mut figures = vec![
         ("polls_while_waiting", watched.polls as f64, "commands"),
         ("heartbeat_cmds_while_waiting", watched.heartbeats as f64, "commands"),
     ];
     figures.extend(w3_figures(&w3));
     figures.extend(w3_hub_figures(&hub));
+    figures.extend(w3_floor_figures(&floor));
     Ok(figures)
 }
