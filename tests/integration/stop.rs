@@ -16,6 +16,7 @@ use crate::support::{Recorder, builder};
 
 on_both_backends!(
     a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_one_exactly_once,
+    a_burst_its_transport_delivered_right_before_a_replica_stops_is_answered_once_by_the_two,
 );
 
 const CHATS: usize = 10;
@@ -92,6 +93,70 @@ async fn stop_answers_every_queued_message_once_and_sends_nothing_after_it_retur
             Err(BotError::NotRunning)
         ),
         "a stopped bot takes nothing new"
+    );
+}
+
+/// The user's shape of a stop: the transport delivered a burst (10 chats × 5 messages) on
+/// its stream, and `stop` is called at once, before the bot read them. Every one is handled
+/// once, its reply sent over the transport before it goes, and nothing is reported lost.
+async fn a_burst_injected_right_before_stop_is_answered_in_full() {
+    let (b, provider, rec) = builder();
+    let bot: Bot = worker("a", Duration::from_millis(20))(b).build().unwrap();
+    bot.start().await.unwrap();
+    for m in messages("test") {
+        assert!(provider.inject(m), "the transport is up");
+    }
+    bot.stop().await.unwrap();
+    assert_each_answered_once(&replies(&provider.sent()));
+    assert!(rec.errors().is_empty(), "nothing lost or refused: {:?}", rec.errors());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_injected_right_before_stop_is_answered_in_full_in_paused_time() {
+    a_burst_injected_right_before_stop_is_answered_in_full().await;
+}
+
+#[tokio::test]
+async fn a_burst_injected_right_before_stop_is_answered_in_full_in_real_time() {
+    a_burst_injected_right_before_stop_is_answered_in_full().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_injected_right_before_stop_is_answered_in_full_on_two_threads() {
+    a_burst_injected_right_before_stop_is_answered_in_full().await;
+}
+
+/// The same burst on a replica's stream, durable, and the replica stopped at once with a
+/// `settle` too short to answer it all: what it answered, it answered once before its
+/// transport went; the rest the other replica answers once, in each chat's order.
+async fn a_burst_its_transport_delivered_right_before_a_replica_stops_is_answered_once_by_the_two(
+    backend: &impl Backend,
+) {
+    let settle = |c: CoordinationConfig| c.settle(Duration::from_millis(500));
+    let durable =
+        |b: BotBuilder| b.durability(Durability::new().replay_every(Duration::from_millis(100)));
+    let work = Duration::from_millis(200);
+    let a =
+        replica(backend, "a", TestProvider::new(), settle, move |b| worker("a", work)(durable(b)))
+            .await;
+    let b =
+        replica(backend, "b", TestProvider::new(), settle, move |b| worker("b", work)(durable(b)))
+            .await;
+    for m in messages("test") {
+        assert!(a.provider.inject(m), "a's transport is up");
+    }
+    a.bot.stop().await.unwrap();
+    let a_at_return = a.provider.sent();
+    assert!(!a_at_return.is_empty(), "a answered what it could before its transport went");
+    assert!(a_at_return.len() < CHATS * PER_CHAT, "settle ran out before a was done");
+    b.provider.wait_sent(CHATS * PER_CHAT - a_at_return.len()).await;
+    b.provider.settled(&b.bot).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(a.provider.sent_count(), a_at_return.len(), "a sent nothing after stop returned");
+    assert_each_answered_once(&replies(&[a_at_return, b.provider.sent()].concat()));
+    assert!(
+        backend.store().journal().unwrap().inbox_pending(100).await.unwrap().is_empty(),
+        "all acknowledged"
     );
 }
 

@@ -343,8 +343,9 @@ impl Bot {
     ///
     /// 1. Messages handed in from outside ([`Bot::dispatch`], [`Bot::accept`]) are refused from
     ///    now on, so a webhook sender delivers them to another replica.
-    /// 2. Every chat finishes the messages already queued, with the transport still up so that
-    ///    their replies go out. Under coordination this drain is bounded by `settle`; what is
+    /// 2. Every chat finishes the messages already queued, and those a transport delivered on
+    ///    its inbound stream before this call, with the transport still up so that their
+    ///    replies go out. Under coordination this drain is bounded by `settle`; what is
     ///    left then is handed back (its tickets withdrawn, its journaled messages released for
     ///    the chats' next holders) and a step still running is cut short as at `settle`.
     /// 3. The transport stops, and only then, under coordination, its leadership is given up,
@@ -368,13 +369,19 @@ impl Bot {
                 task.abort();
             }
         }
+        // What the transports delivered before this call is queued first, and drained with
+        // the rest.
+        let drain = async {
+            self.inner.transports.catch_up(shared).await;
+            dispatcher.wait_idle().await;
+        };
         match shared.coordination.as_ref().map(|c| c.settle()) {
             Some(settle) => {
-                if tokio::time::timeout(settle, dispatcher.wait_idle()).await.is_err() {
+                if tokio::time::timeout(settle, drain).await.is_err() {
                     dispatcher.hand_back_rest();
                 }
             }
-            None => dispatcher.wait_idle().await,
+            None => drain.await,
         }
         let stopped = self.inner.transports.stop_all(shared).await;
         // Whatever is still queued cannot be answered here any more.

@@ -109,6 +109,7 @@ mod accepted;
 mod bot;
 mod boxing;
 mod builder;
+mod catch_up;
 mod checkpoint;
 mod clock;
 mod conv;

@@ -7,6 +7,8 @@ use botmesh_traits::{Error, Provider};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::catch_up::CatchUp;
+
 /// One provider of the bot and whether this process runs its transport.
 pub(crate) struct Transport {
     pub(crate) provider: Arc<dyn Provider>,
@@ -17,8 +19,9 @@ pub(crate) struct Transport {
     /// Serializes starting and stopping this transport, so a stop never overtakes the start it
     /// follows; other transports start and stop meanwhile.
     pub(crate) serial: tokio::sync::Mutex<()>,
-    /// The task reading its inbound stream, while it runs here (see `transport.rs`).
-    pub(crate) reader: Mutex<Option<JoinHandle<()>>>,
+    /// The task reading its inbound stream while it runs here, and how a stop asks it to
+    /// catch up (see `transport.rs`).
+    pub(crate) reader: Mutex<Option<(JoinHandle<()>, Arc<CatchUp>)>>,
 }
 
 /// The providers of a bot, in the order they were added; ids are unique.

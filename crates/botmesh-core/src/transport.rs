@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use botmesh_traits::{Error, Intake, ProviderEvent};
-use futures_util::StreamExt;
-use futures_util::future::join_all;
+use futures_util::future::{join_all, poll_fn};
 use tokio::sync::watch;
 
+use crate::catch_up::CatchUp;
 use crate::dispatcher::Dispatcher;
 use crate::providers::Transport;
 use crate::shared::Shared;
@@ -17,12 +17,17 @@ use crate::{BotError, Event, Result};
 /// How long stopping a transport waits for its stream to deliver what it still holds.
 const DRAIN_GRACE: Duration = Duration::from_secs(10);
 
-/// Counts a stream as read until its reader ends or is aborted.
-struct Reading(watch::Sender<usize>);
+/// Counts a stream as read until its reader ends or is aborted, and then answers every
+/// question of its catch-up.
+struct Reading {
+    streams: watch::Sender<usize>,
+    catch_up: Arc<CatchUp>,
+}
 
 impl Drop for Reading {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        self.streams.send_modify(|n| *n = n.saturating_sub(1));
+        self.catch_up.ended();
     }
 }
 
@@ -61,10 +66,12 @@ impl Transports {
         let (dispatcher, events) = (Arc::clone(dispatcher), Arc::clone(shared));
         let provider = transport.id.to_string();
         self.streams.send_modify(|n| *n += 1);
-        let reading = Reading(self.streams.clone());
+        let catch_up = Arc::new(CatchUp::new());
+        let reading = Reading { streams: self.streams.clone(), catch_up: Arc::clone(&catch_up) };
         let reader = tokio::spawn(async move {
+            let catch_up = Arc::clone(&reading.catch_up);
             let _reading = reading;
-            while let Some(event) = stream.next().await {
+            while let Some(event) = poll_fn(|cx| catch_up.poll_next(&mut stream, cx)).await {
                 match event {
                     ProviderEvent::Message(mut m) => {
                         if *m.provider != *provider {
@@ -96,7 +103,7 @@ impl Transports {
             }
         });
         if let Ok(mut slot) = transport.reader.lock()
-            && let Some(old) = slot.replace(reader)
+            && let Some((old, _)) = slot.replace((reader, catch_up))
         {
             // A stream that ended by itself (the platform hung up) left its reader behind.
             old.abort();
@@ -110,7 +117,7 @@ impl Transports {
     pub(crate) async fn stop(&self, shared: &Shared, transport: &Transport) -> Result<()> {
         let _serial = transport.serial.lock().await;
         let reader = transport.reader.lock().ok().and_then(|mut slot| slot.take());
-        let Some(mut reader) = reader else { return Ok(()) };
+        let Some((mut reader, _)) = reader else { return Ok(()) };
         shared.providers.set_up(transport, false);
         let stopped = transport.provider.stop().await;
         // A stopped provider ends its stream.
@@ -119,6 +126,18 @@ impl Transports {
             reader.abort();
         }
         stopped.map_err(Into::into)
+    }
+
+    /// Waits until every transport's reader has queued what its stream held when this was
+    /// called: a stop drains the chats only then, so that what a transport delivered before
+    /// the stop is answered while the transport is still up.
+    pub(crate) async fn catch_up(&self, shared: &Shared) {
+        let readers: Vec<Arc<CatchUp>> = shared
+            .providers
+            .iter()
+            .filter_map(|t| Some(Arc::clone(&t.reader.lock().ok()?.as_ref()?.1)))
+            .collect();
+        join_all(readers.iter().map(|reader| reader.wait())).await;
     }
 
     /// Stops every transport that runs here, all at once; the first failure is returned once
