@@ -9,6 +9,7 @@
 mod backends;
 mod config;
 mod conversations;
+mod delivered_once;
 mod dispatch;
 mod durable_redis;
 mod exits;

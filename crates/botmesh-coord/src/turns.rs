@@ -282,7 +282,7 @@ impl Run {
         let own = std::mem::replace(&mut self.own, Own::Nothing);
         if let (Own::Journaled(recorded), Some(journal)) = (own, &self.journal) {
             if self.lost {
-                let failed = !self.interrupted;
+                let failed = !self.interrupted && outcome.counts_as_attempt();
                 journal.give_back(&self.key, &recorded.message, &recorded.id, failed).await;
             } else {
                 self.ack = Some(recorded.id);
@@ -350,7 +350,8 @@ impl TurnRun for Run {
                 let Some(journal) = self.journal.clone() else { return };
                 let stalled = self.turn.check().is_err();
                 if stalled || outcome.unfinished() {
-                    journal.give_back(&self.key, &message, &record.id, !stalled).await;
+                    let failed = !stalled && outcome.counts_as_attempt();
+                    journal.give_back(&self.key, &message, &record.id, failed).await;
                     // Nothing more is taken over under this turn.
                     self.release_list().await;
                     self.lost = true;

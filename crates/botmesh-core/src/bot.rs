@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::builder::BotBuilder;
 use crate::coordination::{Host, TransportInfo};
 use crate::dispatcher::{Accepted, Dispatcher};
+use crate::durable;
 use crate::providers::Transport;
 use crate::scheduler::{self, JobDef};
 use crate::shared::Shared;
@@ -73,6 +74,31 @@ impl BotInner {
         self.refuse_when_stopping()?;
         self.dispatcher.accept(message).await
     }
+
+    /// Takes a message whose platform will not deliver it again (see
+    /// [`Capabilities::delivers_once`](botmesh_traits::Capabilities)) while the bot stops or
+    /// after its transport stopped here (`up` is false): queued while the chats still drain
+    /// here, so that it is answered before the transport goes; otherwise, with durability,
+    /// journaled as released, so that the replica that handles its chat next (this one after a
+    /// restart, for a single process) takes it over. Without durability nothing can keep it:
+    /// the provider reports it dropped.
+    async fn take_once(&self, message: Inbound, up: bool) -> Verdict {
+        if up {
+            // Cloned only on this rare path: a refusal must leave the message to keep.
+            match self.dispatcher.accept(message.clone()).await {
+                // Drained already, or no time left to handle it here.
+                Err(BotError::NotRunning) => {}
+                accepted => return verdict(accepted),
+            }
+        }
+        match durable::keep(&self.shared, &message).await {
+            Ok(kept) => kept,
+            Err(e) => {
+                self.shared.events.error(Some(&message.key()), e.into());
+                Verdict::Unavailable
+            }
+        }
+    }
 }
 
 /// The bot's side of provider `provider`'s [`Intake`]: [`Bot::accept`], answered as a
@@ -88,20 +114,31 @@ impl Admit for Admission {
     async fn admit(&self, message: Inbound) -> Verdict {
         let Some(inner) = self.bot.upgrade() else { return Verdict::Unavailable };
         let providers = &inner.shared.providers;
-        if !providers.get(&self.provider).is_some_and(|t| providers.is_up(t)) {
-            return Verdict::Unavailable;
+        let Some(transport) = providers.get(&self.provider) else { return Verdict::Unavailable };
+        let up = providers.is_up(transport);
+        if transport.delivers_once && (!up || inner.stopping.load(Ordering::SeqCst)) {
+            // Refusing it would lose it.
+            return inner.take_once(message, up).await;
         }
-        match inner.accept(message).await {
-            Ok(accepted) => accepted.into(),
-            Err(e) => match e.as_contract().map(Error::kind) {
-                Some(ErrorKind::TooLarge) => Verdict::TooLarge,
-                Some(ErrorKind::InvalidInput) => Verdict::Invalid,
-                // Not running, the journal or the chat's queue not written, leases lapsed: the
-                // platform delivers it again, here or at another replica. The dispatcher has
-                // reported what failed.
-                _ => Verdict::Unavailable,
-            },
+        match up {
+            true => verdict(inner.accept(message).await),
+            false => Verdict::Unavailable,
         }
+    }
+}
+
+/// What the platform is answered for a message handed to [`Dispatcher::accept`].
+fn verdict(accepted: Result<Accepted>) -> Verdict {
+    match accepted {
+        Ok(accepted) => accepted.into(),
+        Err(e) => match e.as_contract().map(Error::kind) {
+            Some(ErrorKind::TooLarge) => Verdict::TooLarge,
+            Some(ErrorKind::InvalidInput) => Verdict::Invalid,
+            // Not running, the journal or the chat's queue not written, leases lapsed: the
+            // platform delivers it again, here or at another replica. The dispatcher has
+            // reported what failed.
+            _ => Verdict::Unavailable,
+        },
     }
 }
 
@@ -342,7 +379,11 @@ impl Bot {
     /// Stops the bot without losing what it took.
     ///
     /// 1. Messages handed in from outside ([`Bot::dispatch`], [`Bot::accept`]) are refused from
-    ///    now on, so a webhook sender delivers them to another replica.
+    ///    now on, so a webhook sender delivers them to another replica. A provider whose
+    ///    platform never delivers a message again
+    ///    ([`Capabilities::delivers_once`](botmesh_traits::Capabilities)) is not refused: what
+    ///    it hands in is drained with the rest, or, once its transport stopped, journaled for
+    ///    whoever handles the chat next (with durability).
     /// 2. Every chat finishes the messages already queued, and those a transport delivered on
     ///    its inbound stream before this call, with the transport still up so that their
     ///    replies go out. Under coordination this drain is bounded by `settle`; what is

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState};
+use botmesh_traits::{ChatKey, Error, Inbound, InboxAppend, InboxRecord, InboxState, Verdict};
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument, Span};
@@ -231,6 +231,26 @@ pub(crate) async fn journal<'a>(
         });
     }
     out
+}
+
+/// Journals `inbound`, which this replica will not handle, as released: the chat's next holder
+/// claims it before its own message, and a quiet chat's is found by the replay sweep (or, for
+/// a single process, at its next start). The verdict says whether it is safe: `Queued` once
+/// appended, `Duplicate` when the journal had it already.
+pub(crate) async fn keep(shared: &Shared, inbound: &Inbound) -> Result<Verdict, Error> {
+    let Some(durability) = &shared.durability else {
+        return Ok(Verdict::Unavailable);
+    };
+    let key = inbound.key();
+    let mut record = record(shared, &key, inbound, &Span::none())?;
+    record.owner = RELEASED.to_owned();
+    match shared.inbox()?.inbox_append(&record, durability.retain).await? {
+        InboxAppend::Appended => {
+            tracing::info!(target: "botmesh", key = %key, id = %inbound.id, "kept in the journal for the chat's next holder");
+            Ok(Verdict::Queued)
+        }
+        _ => Ok(Verdict::Duplicate),
+    }
 }
 
 /// A delivery of a message the journal has pending already: the sender delivers it again

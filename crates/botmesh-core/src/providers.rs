@@ -14,6 +14,9 @@ pub(crate) struct Transport {
     pub(crate) provider: Arc<dyn Provider>,
     /// The provider's id, read once.
     pub(crate) id: Arc<str>,
+    /// Whether its platform never delivers a refused message again, read once (see
+    /// [`Capabilities::delivers_once`](botmesh_traits::Capabilities)).
+    pub(crate) delivers_once: bool,
     /// Its position in [`Providers`], and in the `up` list.
     index: usize,
     /// Serializes starting and stopping this transport, so a stop never overtakes the start it
@@ -41,6 +44,7 @@ impl Providers {
                 return Err(id.to_string());
             }
             list.push(Transport {
+                delivers_once: provider.capabilities().delivers_once,
                 provider,
                 id,
                 index,
@@ -86,6 +90,21 @@ impl Providers {
     /// Whether this process runs `transport` now.
     pub(crate) fn is_up(&self, transport: &Transport) -> bool {
         self.up.borrow().get(transport.index).copied().unwrap_or(false)
+    }
+
+    /// Whether a message journaled under `journal_id` (its provider's id, a colon, its own
+    /// id: see `durable::journal_id`) came through an exclusive transport that another replica
+    /// runs now: only that replica can answer it. The longest matching provider id decides,
+    /// since ids may hold colons themselves.
+    pub(crate) fn led_elsewhere(&self, journal_id: &str) -> bool {
+        let names = |t: &&Transport| {
+            journal_id.strip_prefix(&*t.id).is_some_and(|rest| rest.starts_with(':'))
+        };
+        self.list
+            .iter()
+            .filter(names)
+            .max_by_key(|t| t.id.len())
+            .is_some_and(|t| t.provider.capabilities().exclusive_session && !self.is_up(t))
     }
 
     /// Whether this process runs any transport now.

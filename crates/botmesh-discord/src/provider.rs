@@ -149,7 +149,8 @@ impl Provider for DiscordProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::exclusive().with_buttons(true)
+        // The gateway never sends an event again: what the bot refused would be gone.
+        Capabilities::exclusive().with_buttons(true).with_delivers_once(true)
     }
 
     async fn start(&self, intake: Intake) -> Result<InboundStream> {

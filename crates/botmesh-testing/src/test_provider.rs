@@ -154,6 +154,13 @@ impl TestProvider {
         }
     }
 
+    /// The bot's intake while the provider is started here, for a test that keeps it past a
+    /// stop, as a provider that still holds messages when its transport stops does (a gateway
+    /// draining what it read).
+    pub fn intake(&self) -> Option<Intake> {
+        lock(&self.inner.intake).clone()
+    }
+
     /// Reports a delivery or read receipt for a sent message, as a platform would.
     pub fn receipt(&self, delivery: Delivery) {
         if let Some(tx) = lock(&self.inner.tx).as_ref() {

@@ -22,22 +22,37 @@ pub struct Capabilities {
     pub exclusive_session: bool,
     /// The provider can send buttons natively.
     pub buttons: bool,
+    /// The platform delivers each message once: a message the bot refuses through the
+    /// [`Intake`] is never delivered again (a Discord gateway's events). The bot then takes
+    /// what the provider hands in even while it stops, as long as it can still answer it here,
+    /// and once it cannot (its transport stopped or moved to another replica) it journals the
+    /// message, with durability, for the replica that handles the chat next. `false` for a
+    /// platform that delivers a refused message again: a webhook's retry, a poller that did not
+    /// confirm it, an IMAP mail left unseen.
+    pub delivers_once: bool,
 }
 
 impl Capabilities {
     /// A transport only one process may hold at a time.
     pub const fn exclusive() -> Self {
-        Self { exclusive_session: true, buttons: false }
+        Self { exclusive_session: true, buttons: false, delivers_once: false }
     }
 
     /// A transport every replica may run at once (webhooks).
     pub const fn shared() -> Self {
-        Self { exclusive_session: false, buttons: false }
+        Self { exclusive_session: false, buttons: false, delivers_once: false }
     }
 
     /// Declares native button support.
     pub const fn with_buttons(mut self, buttons: bool) -> Self {
         self.buttons = buttons;
+        self
+    }
+
+    /// Declares that the platform never delivers a refused message again (see
+    /// [`Capabilities::delivers_once`]).
+    pub const fn with_delivers_once(mut self, once: bool) -> Self {
+        self.delivers_once = once;
         self
     }
 }

@@ -80,12 +80,23 @@ pub struct Outcome {
     /// It failed on a backend or the transport (a store write, a send, the turn), not on the
     /// bot's own logic.
     pub faulted: bool,
+    /// It needed a transport that runs on another replica (a send refused with
+    /// `ProviderNotLeader`): the message is handed back for the replica that runs it, and this
+    /// run is not counted as one of its attempts.
+    pub elsewhere: bool,
 }
 
 impl Outcome {
     /// Whether the message's effect may not have reached anyone or may not be stored: with
     /// durability it is handed back rather than acknowledged.
     pub fn unfinished(self) -> bool {
+        self.cut || self.faulted || self.elsewhere
+    }
+
+    /// Whether handing the message back counts as one of its attempts (see
+    /// [`Durability::max_attempts`](crate::Durability::max_attempts)): it was cut short or
+    /// failed here, not only sent to a transport that runs elsewhere.
+    pub fn counts_as_attempt(self) -> bool {
         self.cut || self.faulted
     }
 }
@@ -235,7 +246,8 @@ impl TurnRun for Local {
         };
         let Some(journal) = &self.journal else { return };
         if outcome.unfinished() {
-            journal.give_back(&self.key, &recorded.message, &recorded.id, true).await;
+            let failed = outcome.counts_as_attempt();
+            journal.give_back(&self.key, &recorded.message, &recorded.id, failed).await;
         } else {
             self.ack = Some(recorded.id);
         }

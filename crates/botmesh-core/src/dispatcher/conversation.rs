@@ -198,7 +198,7 @@ impl Worker {
                     self.end(active, EndReason::LeaseLost).await;
                 }
                 Ok(Err(e)) => {
-                    let recovery = e.recovery();
+                    let (recovery, kind) = (e.recovery(), e.kind());
                     self.report(e);
                     if recovery == Recovery::Fail {
                         self.end(active, EndReason::Failed).await;
@@ -206,8 +206,12 @@ impl Worker {
                         // A store or the transport failed under the step, or the transport
                         // went away (a stop, a step-down), not the step's own logic: it stays
                         // where its checkpoint says, and with durability the message is handed
-                        // back to run it again.
-                        self.outcome.faulted = true;
+                        // back to run it again; to the replica that runs the transport, when
+                        // that is another one, without counting an attempt.
+                        match kind {
+                            Some(ErrorKind::ProviderNotLeader) => self.outcome.elsewhere = true,
+                            _ => self.outcome.faulted = true,
+                        }
                         self.end(active, EndReason::Suspended).await;
                     }
                 }

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use botmesh_traits::ChatKey;
+use botmesh_traits::{ChatKey, InboxRecord};
 
 use super::Dispatcher;
 use crate::coordination::Claim;
@@ -17,7 +17,8 @@ use crate::shared::Shared;
 /// the pass before too: meanwhile the next holder of each of its chats takes them over
 /// anyway, and only chats nobody writes to are left to this loop. Without coordination (one
 /// process), the records left by an earlier process are claimed and queued again, once at
-/// start.
+/// start. Under coordination, what came through an exclusive transport is left to the replica
+/// that runs it.
 pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
     const BATCH: usize = 100;
     let Some(durability) = shared.durability.clone() else { return };
@@ -35,7 +36,13 @@ pub(crate) async fn replay(shared: Arc<Shared>, dispatcher: Arc<Dispatcher>) {
         let mut dead_now: HashSet<String> = HashSet::new();
         // Under coordination, chats to take over under their turn, with the dead owners.
         let mut chats: HashMap<ChatKey, Vec<String>> = HashMap::new();
-        for record in pending.into_iter().filter(|r| r.owner != shared.owner) {
+        // A message of an exclusive transport that another replica runs is left to that one:
+        // here its handler would run, and its reply fail, for nothing.
+        let ours = |r: &InboxRecord| {
+            r.owner != shared.owner
+                && !(coordination.is_some() && shared.providers.led_elsewhere(&r.id))
+        };
+        for record in pending.into_iter().filter(ours) {
             let owner_alive = match (&coordination, alive.get(&record.owner)) {
                 (_, Some(known)) => *known,
                 (None, None) => false,

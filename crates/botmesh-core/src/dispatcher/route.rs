@@ -205,9 +205,16 @@ impl Worker {
                     // A lost turn was reported when it happened; the message goes to the next
                     // holder. A backend or the transport failing is not the handler's logic:
                     // with durability the message is handed back instead of acknowledged.
-                    if error.kind() != Some(ErrorKind::LeaseLost) {
-                        self.outcome.faulted |= error.recovery() != Recovery::Fail;
-                        self.report(error);
+                    match error.kind() {
+                        Some(ErrorKind::LeaseLost) => {}
+                        Some(ErrorKind::ProviderNotLeader) => {
+                            self.outcome.elsewhere = true;
+                            self.report(error);
+                        }
+                        _ => {
+                            self.outcome.faulted |= error.recovery() != Recovery::Fail;
+                            self.report(error);
+                        }
                     }
                 }
                 Err(panic) => self.report(BotError::Panic {

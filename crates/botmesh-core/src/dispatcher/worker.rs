@@ -368,12 +368,12 @@ impl Worker {
     /// over first. A message without the journal is reported as not handled; a sender still
     /// waiting in [`Dispatcher::accept`] is told to deliver it again.
     pub(super) async fn hand_back_job(&mut self, mut job: Job) {
-        if let Some(tx) = job.accepted.take() {
-            tx.send(Err(BotError::NotRunning));
-        }
+        let sender_waits = job.accepted.take().map(|tx| tx.send(Err(BotError::NotRunning)));
         let Job { work, ticket, journal, .. } = job;
         match journal {
             Journal::Recorded { id, .. } => self.not_run(&work, Some(&id)).await,
+            // Its sender was told to deliver it again: not lost.
+            Journal::Off | Journal::Pending if sender_waits.is_some() => {}
             Journal::Off | Journal::Pending => self.not_run(&work, None).await,
             // Its sender delivers it again, or another replica has it.
             Journal::Duplicate | Journal::Refused | Journal::Elsewhere => {}

@@ -12,4 +12,5 @@ mod gateway;
 mod handing;
 mod mapping;
 mod replicas;
+mod stopping;
 mod support;
