@@ -1,0 +1,167 @@
+//! WhatsApp's webhook changes: the users' messages and the statuses of the bot's.
+
+use botmesh_traits::{
+    ChatId, Contact, Content, Delivery, DeliveryStatus, Inbound, Media, MediaKind, MessageId,
+};
+use serde_json::Value;
+
+use super::{Item, array, text, unsupported};
+
+/// One WhatsApp change value: its messages and its statuses.
+pub(super) fn change(provider: &str, value: &Value, items: &mut Vec<Item>) {
+    let name_of = |wa_id: &str| {
+        array(value, "contacts")
+            .find(|c| c.get("wa_id").and_then(Value::as_str) == Some(wa_id))
+            .and_then(|c| c.pointer("/profile/name").and_then(Value::as_str))
+            .map(str::to_owned)
+    };
+    for m in array(value, "messages") {
+        let seconds = text(m, "timestamp").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+        let (Some(id), Some(from)) = (text(m, "id"), text(m, "from")) else {
+            // Not droppable, not a message the bot can answer: kept whole, under the sender
+            // or the account.
+            let from = text(m, "from").unwrap_or_else(|| "unknown".to_owned());
+            let id = format!("noid:{from}:{seconds}:{}", m.to_string().len());
+            items.push(Item::Message(Inbound::new(
+                provider,
+                id,
+                from.as_str(),
+                unsupported("message", m),
+            )));
+            continue;
+        };
+        let content = whatsapp_content(m);
+        let mut inbound =
+            Inbound::new(provider, id, from.as_str(), content).at(seconds.saturating_mul(1000));
+        if let Some(quoted) = m.pointer("/context/id").and_then(Value::as_str) {
+            inbound = inbound.replying_to(quoted);
+        }
+        if let Some(name) = name_of(&from) {
+            inbound = inbound.with_sender_name(name);
+        }
+        items.push(Item::Message(inbound));
+    }
+    for s in array(value, "statuses") {
+        let (Some(id), Some(to)) = (text(s, "id"), text(s, "recipient_id")) else { continue };
+        let status = match s.get("status").and_then(Value::as_str) {
+            Some("sent") => DeliveryStatus::Sent,
+            Some("delivered") => DeliveryStatus::Delivered,
+            Some("read") => DeliveryStatus::Read,
+            _ => DeliveryStatus::Failed,
+        };
+        let mut delivery = Delivery::new(ChatId::from(to), MessageId::from(id), status);
+        let seconds = text(s, "timestamp").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+        delivery.timestamp_ms = seconds.saturating_mul(1000);
+        items.push(Item::Delivery(delivery));
+    }
+}
+
+fn file(v: &Value) -> Media {
+    let mut media = Media::new(text(v, "id").or_else(|| text(v, "link")).unwrap_or_default());
+    if let Some(mime) = text(v, "mime_type") {
+        media = media.with_mime(mime);
+    }
+    if let Some(name) = text(v, "filename") {
+        media = media.with_file_name(name);
+    }
+    media
+}
+
+fn whatsapp_content(m: &Value) -> Content {
+    let kind = m.get("type").and_then(Value::as_str).unwrap_or_default();
+    let part = m.get(kind).unwrap_or(&Value::Null);
+    let media = |k| Content::Media { kind: k, media: file(part), caption: text(part, "caption") };
+    match kind {
+        "text" => Content::text(text(part, "body").unwrap_or_default()),
+        "image" => media(MediaKind::Image),
+        "video" => media(MediaKind::Video),
+        "document" => media(MediaKind::Document),
+        "sticker" => media(MediaKind::Sticker),
+        "audio" if part.get("voice").and_then(Value::as_bool) == Some(true) => {
+            Content::Voice { media: file(part), seconds: None }
+        }
+        "audio" => media(MediaKind::Audio),
+        "location" => Content::Location {
+            latitude: part.get("latitude").and_then(Value::as_f64).unwrap_or_default(),
+            longitude: part.get("longitude").and_then(Value::as_f64).unwrap_or_default(),
+            name: text(part, "name"),
+        },
+        "contacts" => Content::Contacts { contacts: array(m, "contacts").map(contact).collect() },
+        "interactive" => {
+            let reply = part.get("button_reply").or_else(|| part.get("list_reply"));
+            match reply {
+                Some(r) => Content::Button {
+                    id: text(r, "id").unwrap_or_default(),
+                    title: text(r, "title").unwrap_or_default(),
+                },
+                None => unsupported(kind, m),
+            }
+        }
+        "button" => Content::Button {
+            id: text(part, "payload").unwrap_or_default(),
+            title: text(part, "text").unwrap_or_default(),
+        },
+        "reaction" => Content::Reaction {
+            to: MessageId::from(text(part, "message_id").unwrap_or_default()),
+            emoji: text(part, "emoji").filter(|e| !e.is_empty()),
+        },
+        other => unsupported(other, m),
+    }
+}
+
+fn contact(c: &Value) -> Contact {
+    let name = c.pointer("/name/formatted_name").and_then(Value::as_str).unwrap_or_default();
+    let mut contact = Contact::new(name);
+    for phone in array(c, "phones") {
+        if let Some(p) = text(phone, "phone") {
+            contact = contact.with_phone(p);
+        }
+        if let Some(id) = text(phone, "wa_id") {
+            contact = contact.with_user_id(id);
+        }
+    }
+    for email in array(c, "emails") {
+        if let Some(e) = text(email, "email") {
+            contact = contact.with_email(e);
+        }
+    }
+    contact
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+    use crate::channel::Channel;
+
+    fn wa() -> Channel {
+        Channel::WhatsApp { phone_number_id: "p1".into() }
+    }
+
+    #[test]
+    fn a_batch_of_whatsapp_messages_and_statuses_comes_out_in_order() {
+        let body = serde_json::json!({"object": "whatsapp_business_account", "entry": [{"changes": [{"value": {
+            "contacts": [{"wa_id": "34600", "profile": {"name": "Ana"}}],
+            "messages": [
+                {"from": "34600", "id": "wamid.1", "timestamp": "2", "type": "text", "text": {"body": "hi"}},
+                {"from": "34600", "id": "wamid.2", "timestamp": "3", "type": "interactive",
+                 "interactive": {"type": "button_reply", "button_reply": {"id": "yes", "title": "Yes"}},
+                 "context": {"from": "bot", "id": "wamid.0"}},
+                {"from": "34600", "id": "wamid.3", "timestamp": "4", "type": "poll", "poll": {}},
+            ],
+            "statuses": [{"id": "wamid.9", "recipient_id": "34600", "status": "read", "timestamp": "5"}],
+        }}]}]});
+        let items = parse(&wa(), "whatsapp", body.to_string().as_bytes()).unwrap();
+        assert_eq!(items.len(), 4, "{items:?}");
+        let Item::Message(first) = &items[0] else { panic!("{items:?}") };
+        assert_eq!((first.id.as_str(), first.chat.as_str()), ("wamid.1", "34600"));
+        assert_eq!((first.sender_name.as_deref(), first.timestamp_ms), (Some("Ana"), 2000));
+        let Item::Message(press) = &items[1] else { panic!("{items:?}") };
+        assert_eq!(press.content, Content::Button { id: "yes".into(), title: "Yes".into() });
+        assert_eq!(press.reply_to.as_ref().map(MessageId::as_str), Some("wamid.0"));
+        let Item::Message(poll) = &items[2] else { panic!("{items:?}") };
+        assert!(matches!(&poll.content, Content::Unsupported { kind, .. } if kind == "poll"));
+        let Item::Delivery(read) = &items[3] else { panic!("{items:?}") };
+        assert_eq!(read.status, DeliveryStatus::Read);
+    }
+}
