@@ -41,7 +41,8 @@
 //! Text, media (fetched on demand through the Graph API's media endpoint with
 //! `Ctx::media`), locations, contacts, interactive button and list replies and Messenger quick
 //! replies and postbacks (as `Content::Button`), reactions, and replies (`Inbound::reply_to`);
-//! delivery and read receipts are events; anything else is `Content::Unsupported` with its JSON.
+//! delivery and read receipts are events, and only a `failed` status a failed delivery;
+//! anything else is `Content::Unsupported` with its JSON.
 //! Outbound: text, media by link (WhatsApp also by media id), buttons (WhatsApp: up to three
 //! as buttons, more as a list; Messenger and Instagram: quick replies), reactions, and on
 //! WhatsApp locations and templates (`OutboundContent::Template`), the only messages WhatsApp

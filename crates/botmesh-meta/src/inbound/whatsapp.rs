@@ -46,8 +46,15 @@ pub(super) fn change(provider: &str, value: &Value, items: &mut Vec<Item>) {
         let status = match s.get("status").and_then(Value::as_str) {
             Some("sent") => DeliveryStatus::Sent,
             Some("delivered") => DeliveryStatus::Delivered,
-            Some("read") => DeliveryStatus::Read,
-            _ => DeliveryStatus::Failed,
+            // `played`: the user played a voice note, which they had read.
+            Some("read" | "played") => DeliveryStatus::Read,
+            Some("failed") => DeliveryStatus::Failed,
+            other => {
+                // Not a failure botmesh knows of, nor a message: skipped.
+                let status = other.unwrap_or_default();
+                tracing::debug!(target: "botmesh", provider, message_id = id, status, "a WhatsApp status botmesh does not know is skipped");
+                continue;
+            }
         };
         let mut delivery = Delivery::new(ChatId::from(to), MessageId::from(id), status);
         let seconds = text(s, "timestamp").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
@@ -163,5 +170,38 @@ mod tests {
         assert!(matches!(&poll.content, Content::Unsupported { kind, .. } if kind == "poll"));
         let Item::Delivery(read) = &items[3] else { panic!("{items:?}") };
         assert_eq!(read.status, DeliveryStatus::Read);
+    }
+
+    fn receipts(items: &[Item]) -> Vec<(&str, DeliveryStatus)> {
+        items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Delivery(d) => Some((d.message.as_str(), d.status)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_a_failed_status_is_a_failure_and_a_played_voice_note_is_read() {
+        let status = |id: &str, status: &str| serde_json::json!({"id": id, "status": status, "timestamp": "1", "recipient_id": "34600"});
+        let body = serde_json::json!({"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages", "value": {
+            "statuses": [
+                status("w.sent", "sent"), status("w.delivered", "delivered"), status("w.read", "read"),
+                status("w.played", "played"), status("w.new", "a_status_of_tomorrow"),
+                {"id": "w.failed", "status": "failed", "timestamp": "1", "recipient_id": "34600",
+                 "errors": [{"code": 131026, "title": "Message Undeliverable"}]},
+            ],
+        }}]}]});
+        let items = parse(&wa(), "whatsapp", body.to_string().as_bytes()).unwrap();
+        let expected = [
+            ("w.sent", DeliveryStatus::Sent),
+            ("w.delivered", DeliveryStatus::Delivered),
+            ("w.read", DeliveryStatus::Read),
+            ("w.played", DeliveryStatus::Read),
+            ("w.failed", DeliveryStatus::Failed),
+        ];
+        assert_eq!(receipts(&items), expected);
+        assert_eq!(items.len(), 5, "a status unknown yet is skipped: {items:?}");
     }
 }

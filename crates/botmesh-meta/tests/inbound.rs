@@ -1,0 +1,204 @@
+//! What reaches a running bot from Meta's webhook besides the users' messages, through
+//! signed posts against the Graph API stand-in of `botmesh-testing`: receipts (only a `failed`
+//! status is a failed delivery), WhatsApp's calls, the business's own messages echoed back and
+//! notices about the account (never a user's message), Messenger's and Instagram's echoes and
+//! receipts.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a failed test"
+)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh_core::{Bot, BotError, Content, DeliveryStatus, Event};
+use botmesh_meta::{Channel, MetaProvider};
+use botmesh_testing::meta::GraphServer;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const WITHIN: Duration = Duration::from_secs(30);
+const PATH: &str = "/meta/whatsapp";
+
+async fn graph() -> GraphServer {
+    GraphServer::builder()
+        .app_secret("app-secret")
+        .verify_token("verify-me")
+        .access_token("graph-token")
+        .start()
+        .await
+        .unwrap()
+}
+
+fn provider(server: &GraphServer, channel: Channel) -> MetaProvider {
+    MetaProvider::new(channel, "graph-token", "app-secret", "verify-me")
+        .unwrap()
+        .with_api_url(server.api_url())
+}
+
+fn whatsapp(server: &GraphServer) -> MetaProvider {
+    provider(server, Channel::WhatsApp { phone_number_id: server.phone_number_id().to_owned() })
+}
+
+/// Serves `provider`'s endpoint on a free port: its URL, and the task serving it.
+async fn serve(provider: &MetaProvider) -> (String, JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let url = format!("http://{}{PATH}", listener.local_addr().unwrap());
+    let router = provider.router(PATH);
+    let task = tokio::spawn(async move {
+        let _ = botmesh_traits::webhook::axum::serve(listener, router).await;
+    });
+    (url, task)
+}
+
+/// What a running bot was told: each receipt (message id, status) and each message it handled
+/// (chat, id, content), in order.
+#[derive(Default)]
+struct Told {
+    receipts: Mutex<Vec<(String, DeliveryStatus)>>,
+    messages: Mutex<Vec<(String, String, Content)>>,
+}
+
+impl Told {
+    fn receipts(&self) -> Vec<(String, DeliveryStatus)> {
+        self.receipts.lock().unwrap().clone()
+    }
+
+    fn messages(&self) -> Vec<(String, String, Content)> {
+        self.messages.lock().unwrap().clone()
+    }
+
+    /// Waits until the bot was told of a receipt for `message` and handled a message with
+    /// `message`'s id too, each the last of its kind the test sent: everything before them was
+    /// told already.
+    async fn settled(&self, receipt: &str, message: &str) {
+        let deadline = Instant::now() + WITHIN;
+        loop {
+            let receipted = self.receipts().iter().any(|(id, _)| id == receipt);
+            let handled = self.messages().iter().any(|(_, id, _)| id == message);
+            if receipted && handled {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "told {:?} and {:?}, waiting for {receipt} and {message}",
+                self.receipts(),
+                self.messages()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// A bot on `providers` that writes down what it is told.
+fn recording(providers: &[&MetaProvider], told: &Arc<Told>) -> Bot {
+    let (receipts, messages) = (Arc::clone(told), Arc::clone(told));
+    let mut builder = Bot::builder();
+    for provider in providers {
+        builder = builder.provider((*provider).clone());
+    }
+    builder
+        .on(move |e| {
+            if let Event::Delivery { delivery, .. } = e {
+                let receipt = (delivery.message.as_str().to_owned(), delivery.status);
+                receipts.receipts.lock().unwrap().push(receipt);
+            }
+        })
+        .on_message(move |ctx| {
+            let told = Arc::clone(&messages);
+            async move {
+                let m = ctx.message();
+                let seen = (m.chat().as_str().to_owned(), m.id().as_str().to_owned());
+                told.messages.lock().unwrap().push((seen.0, seen.1, m.content().clone()));
+                Ok::<_, BotError>(())
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+/// Posts `body` to `url`, signed with the app secret, as Meta does.
+async fn post_signed(server: &GraphServer, url: &str, body: &serde_json::Value) -> Option<u16> {
+    let body = body.to_string();
+    let signature = server.sign(body.as_bytes());
+    server.post_raw(url, body, Some(&signature)).await
+}
+
+/// A WhatsApp webhook body of the stand-in's number: one change per `(field, value)`.
+fn whatsapp_body(server: &GraphServer, changes: &[(&str, serde_json::Value)]) -> serde_json::Value {
+    let changes: Vec<serde_json::Value> = changes
+        .iter()
+        .map(|(field, value)| {
+            let mut value = value.clone();
+            value["messaging_product"] = "whatsapp".into();
+            value["metadata"] = serde_json::json!({
+                "display_phone_number": server.display_phone_number(),
+                "phone_number_id": server.phone_number_id(),
+            });
+            serde_json::json!({"field": field, "value": value})
+        })
+        .collect();
+    serde_json::json!({"object": "whatsapp_business_account", "entry": [{"id": server.waba_id(), "changes": changes}]})
+}
+
+/// The last change of each WhatsApp test: a real failed delivery and a user's text, so that
+/// the bot was told of everything before once it was told of these.
+fn whatsapp_last(user: &str) -> (&'static str, serde_json::Value) {
+    (
+        "messages",
+        serde_json::json!({
+            "contacts": [{"wa_id": user, "profile": {"name": "Ana"}}],
+            "statuses": [{"id": "wamid.last-failed", "status": "failed", "timestamp": "9", "recipient_id": user,
+                "errors": [{"code": 131026, "title": "Message Undeliverable", "message": "Message Undeliverable",
+                    "error_data": {"details": "Message Undeliverable."}}]}],
+            "messages": [{"from": user, "id": "wamid.last-text", "timestamp": "9", "type": "text", "text": {"body": "done"}}],
+        }),
+    )
+}
+
+fn kinds(messages: &[(String, String, Content)]) -> Vec<&str> {
+    messages
+        .iter()
+        .map(|(_, _, content)| match content {
+            Content::Unsupported { kind, .. } => kind.as_str(),
+            other => other.type_name(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_played_voice_note_is_a_read_receipt_and_only_a_failed_status_is_a_failed_delivery() {
+    let server = graph().await;
+    let provider = whatsapp(&server);
+    let told = Arc::new(Told::default());
+    let bot = recording(&[&provider], &told);
+    bot.start().await.unwrap();
+    let (url, _serving) = serve(&provider).await;
+    let status = |id: &str, status: &str| serde_json::json!({"id": id, "status": status, "timestamp": "2", "recipient_id": "34600"});
+    let statuses = serde_json::json!({"statuses": [
+        status("wamid.sent", "sent"),
+        status("wamid.delivered", "delivered"),
+        status("wamid.read", "read"),
+        status("wamid.voice", "played"),
+        status("wamid.later", "a_status_of_tomorrow"),
+    ]});
+    let body = whatsapp_body(&server, &[("messages", statuses), whatsapp_last("34600")]);
+    assert_eq!(post_signed(&server, &url, &body).await, Some(200));
+    told.settled("wamid.last-failed", "wamid.last-text").await;
+    let receipts = told.receipts();
+    let expected = [
+        ("wamid.sent", DeliveryStatus::Sent),
+        ("wamid.delivered", DeliveryStatus::Delivered),
+        ("wamid.read", DeliveryStatus::Read),
+        ("wamid.voice", DeliveryStatus::Read),
+        ("wamid.last-failed", DeliveryStatus::Failed),
+    ]
+    .map(|(id, status)| (id.to_owned(), status));
+    assert_eq!(
+        receipts, expected,
+        "only the failed status is a failure; a status unknown yet is none"
+    );
+    assert_eq!(kinds(&told.messages()), ["text"], "a receipt is never a message");
+    bot.stop().await.unwrap();
+}
