@@ -5,8 +5,14 @@
 //! across chats; the chat is the user's WhatsApp id or page-scoped id.
 //!
 //! This module reads the body and tells the accounts apart; `whatsapp` reads WhatsApp's
-//! changes, `messaging` Messenger's and Instagram's events.
+//! changes by their field, `calls` WhatsApp's calls, `messaging` Messenger's and Instagram's
+//! events.
+//!
+//! Only what a user did becomes a message, and only a status Meta names `failed` a failed
+//! delivery: the business's own messages echoed back, notices about the account and statuses
+//! botmesh does not know are skipped (traced at debug level), never guessed into either.
 
+mod calls;
 mod messaging;
 mod whatsapp;
 
@@ -57,10 +63,16 @@ pub(crate) fn parse(channel: &Channel, provider: &str, body: &[u8]) -> Result<Ve
         match channel {
             Channel::WhatsApp { .. } => {
                 for change in array(entry, "changes") {
+                    // Meta names the field of every change; one without is read as `messages`.
+                    let field = change.get("field").and_then(Value::as_str).unwrap_or("messages");
+                    let Some(read) = whatsapp::reader(field) else {
+                        tracing::debug!(target: "botmesh", provider, field, "a WhatsApp change that carries no message is skipped");
+                        continue;
+                    };
                     let value = change.get("value").unwrap_or(&Value::Null);
                     let number = value.pointer("/metadata/phone_number_id").and_then(value_id);
                     match ours(number.clone()) {
-                        true => whatsapp::change(provider, value, &mut items),
+                        true => read(provider, value, &mut items),
                         false => items.push(Item::Elsewhere(number.unwrap_or_default())),
                     }
                 }

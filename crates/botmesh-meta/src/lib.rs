@@ -42,7 +42,9 @@
 //! `Ctx::media`), locations, contacts, interactive button and list replies and Messenger quick
 //! replies and postbacks (as `Content::Button`), reactions, and replies (`Inbound::reply_to`);
 //! delivery and read receipts are events, and only a `failed` status a failed delivery;
-//! anything else is `Content::Unsupported` with its JSON.
+//! WhatsApp calls and their statuses, and anything else a user does, are `Content::Unsupported`
+//! with its JSON. The business's own messages echoed back and notices about the account are no
+//! messages: they are skipped (see the [guide]'s mapping).
 //! Outbound: text, media by link (WhatsApp also by media id), buttons (WhatsApp: up to three
 //! as buttons, more as a list; Messenger and Instagram: quick replies), reactions, and on
 //! WhatsApp locations and templates (`OutboundContent::Template`), the only messages WhatsApp

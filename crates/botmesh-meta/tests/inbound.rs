@@ -202,3 +202,90 @@ async fn a_played_voice_note_is_a_read_receipt_and_only_a_failed_status_is_a_fai
     assert_eq!(kinds(&told.messages()), ["text"], "a receipt is never a message");
     bot.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn calls_and_call_statuses_under_the_calls_field_are_never_deliveries() {
+    let server = graph().await;
+    let provider = whatsapp(&server);
+    let told = Arc::new(Told::default());
+    let bot = recording(&[&provider], &told);
+    bot.start().await.unwrap();
+    let (url, _serving) = serve(&provider).await;
+    let business = server.display_phone_number().to_owned();
+    let call_status = |status: &str| serde_json::json!({"id": "wacid.out", "type": "call", "status": status, "timestamp": "3", "recipient_id": "34601"});
+    let calls = serde_json::json!({
+        "contacts": [{"wa_id": "34601", "profile": {"name": "Ana"}}],
+        "statuses": [call_status("RINGING"), call_status("ACCEPTED"), call_status("REJECTED")],
+        "calls": [
+            {"id": "wacid.in", "from": "34601", "to": business, "event": "connect", "timestamp": "4",
+             "direction": "USER_INITIATED", "session": {"sdp_type": "offer", "sdp": "v=0"}},
+            {"id": "wacid.in", "from": "34601", "to": business, "event": "terminate", "timestamp": "5",
+             "direction": "USER_INITIATED", "status": "FAILED", "duration": 0},
+        ],
+    });
+    let body = whatsapp_body(&server, &[("calls", calls), whatsapp_last("34601")]);
+    assert_eq!(post_signed(&server, &url, &body).await, Some(200));
+    told.settled("wamid.last-failed", "wamid.last-text").await;
+    let receipts = told.receipts();
+    assert_eq!(
+        receipts,
+        [("wamid.last-failed".to_owned(), DeliveryStatus::Failed)],
+        "a call's status is no delivery"
+    );
+    let messages = told.messages();
+    assert_eq!(
+        kinds(&messages),
+        ["call", "call", "call_status", "call_status", "call_status", "text"]
+    );
+    assert!(
+        messages.iter().all(|(chat, _, _)| chat == "34601"),
+        "in the user's chat: {messages:?}"
+    );
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn echoes_history_and_account_updates_are_never_user_messages() {
+    let server = graph().await;
+    let provider = whatsapp(&server);
+    let told = Arc::new(Told::default());
+    let bot = recording(&[&provider], &told);
+    bot.start().await.unwrap();
+    let (url, _serving) = serve(&provider).await;
+    let business = server.display_phone_number().to_owned();
+    let echo = serde_json::json!({"from": business, "to": "34602", "id": "wamid.echo", "timestamp": "6",
+        "type": "text", "text": {"body": "sent from the business app"}});
+    let old = serde_json::json!({"from": "34602", "id": "wamid.old", "timestamp": "1", "type": "text",
+        "text": {"body": "from last year"}, "history_context": {"status": "READ"}});
+    let body = whatsapp_body(
+        &server,
+        &[
+            ("smb_message_echoes", serde_json::json!({"message_echoes": [echo.clone()]})),
+            ("message_echoes", serde_json::json!({"message_echoes": [echo]})),
+            (
+                "history",
+                serde_json::json!({"history": [{"metadata": {"phase": 0, "chunk_order": 1, "progress": 100},
+            "threads": [{"id": "34602", "messages": [old]}]}]}),
+            ),
+            (
+                "message_template_status_update",
+                serde_json::json!({"event": "APPROVED",
+            "message_template_id": 1, "message_template_name": "order_update", "message_template_language": "en_US"}),
+            ),
+            ("account_update", serde_json::json!({"event": "VERIFIED_ACCOUNT"})),
+            (
+                "user_preferences",
+                serde_json::json!({"user_preferences": [{"wa_id": "34602",
+            "detail": "User requested to stop marketing messages", "category": "marketing_messages",
+            "value": "stop", "timestamp": 7}]}),
+            ),
+            whatsapp_last("34602"),
+        ],
+    );
+    assert_eq!(post_signed(&server, &url, &body).await, Some(200));
+    told.settled("wamid.last-failed", "wamid.last-text").await;
+    let ids: Vec<String> = told.messages().into_iter().map(|(_, id, _)| id).collect();
+    assert_eq!(ids, ["wamid.last-text"], "the business's own messages are not the user's");
+    assert_eq!(told.receipts().len(), 1, "{:?}", told.receipts());
+    bot.stop().await.unwrap();
+}

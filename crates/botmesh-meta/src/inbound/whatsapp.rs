@@ -1,20 +1,54 @@
-//! WhatsApp's webhook changes: the users' messages and the statuses of the bot's.
+//! WhatsApp's webhook changes, told apart by their field: the users' messages and the
+//! statuses of the bot's (calls are read in `calls`).
 
 use botmesh_traits::{
     ChatId, Contact, Content, Delivery, DeliveryStatus, Inbound, Media, MediaKind, MessageId,
 };
 use serde_json::Value;
 
-use super::{Item, array, text, unsupported};
+use super::{Item, array, calls, text, unsupported};
 
-/// One WhatsApp change value: its messages and its statuses.
-pub(super) fn change(provider: &str, value: &Value, items: &mut Vec<Item>) {
-    let name_of = |wa_id: &str| {
-        array(value, "contacts")
-            .find(|c| c.get("wa_id").and_then(Value::as_str) == Some(wa_id))
-            .and_then(|c| c.pointer("/profile/name").and_then(Value::as_str))
-            .map(str::to_owned)
-    };
+/// How the value of a WhatsApp change is read.
+pub(super) type ReadChange = fn(&str, &Value, &mut Vec<Item>);
+
+/// What a WhatsApp change is to the bot, by its `field`; `None` for a change that carries no
+/// message of a user's:
+///
+/// - `messages`: the users' messages, and the statuses of the messages the bot sent;
+/// - `calls`: a user's calls and the statuses of calls (ringing, accepted, rejected): neither
+///   a message botmesh maps nor the delivery of one, so `Content::Unsupported` in the user's
+///   chat, like anything else a user does that botmesh does not map;
+/// - `smb_message_echoes` and `message_echoes`: messages the business sent itself, from the
+///   WhatsApp Business app or a linked device: never a user's, skipped;
+/// - `history` and `smb_app_state_sync`: the chats and contacts the Business app had when its
+///   number came to the Cloud API: answered back then or not at all, skipped;
+/// - every other field (template status, quality and category updates, account, phone number
+///   and capability updates, alerts, security notices, user preferences, flows, payments, and
+///   those Meta adds later): about the account, no message in a chat, skipped.
+pub(super) fn reader(field: &str) -> Option<ReadChange> {
+    match field {
+        "messages" => Some(messages),
+        "calls" => Some(calls::change),
+        _ => None,
+    }
+}
+
+/// The profile name the change's `contacts` give `wa_id`.
+pub(super) fn profile_name(value: &Value, wa_id: &str) -> Option<String> {
+    array(value, "contacts")
+        .find(|c| c.get("wa_id").and_then(Value::as_str) == Some(wa_id))
+        .and_then(|c| c.pointer("/profile/name").and_then(Value::as_str))
+        .map(str::to_owned)
+}
+
+/// A timestamp WhatsApp sends as text, in seconds, as milliseconds (0 when there is none).
+pub(super) fn seconds_ms(v: &Value) -> u64 {
+    text(v, "timestamp").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0).saturating_mul(1000)
+}
+
+/// One WhatsApp `messages` change: its messages and its statuses.
+fn messages(provider: &str, value: &Value, items: &mut Vec<Item>) {
+    let name_of = |wa_id: &str| profile_name(value, wa_id);
     for m in array(value, "messages") {
         let seconds = text(m, "timestamp").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
         let (Some(id), Some(from)) = (text(m, "id"), text(m, "from")) else {
@@ -42,6 +76,11 @@ pub(super) fn change(provider: &str, value: &Value, items: &mut Vec<Item>) {
         items.push(Item::Message(inbound));
     }
     for s in array(value, "statuses") {
+        if s.get("type").and_then(Value::as_str) == Some("call") {
+            // A call's status, wherever it comes: never a message's delivery.
+            calls::status(provider, s, items);
+            continue;
+        }
         let (Some(id), Some(to)) = (text(s, "id"), text(s, "recipient_id")) else { continue };
         let status = match s.get("status").and_then(Value::as_str) {
             Some("sent") => DeliveryStatus::Sent,
@@ -57,8 +96,7 @@ pub(super) fn change(provider: &str, value: &Value, items: &mut Vec<Item>) {
             }
         };
         let mut delivery = Delivery::new(ChatId::from(to), MessageId::from(id), status);
-        let seconds = text(s, "timestamp").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
-        delivery.timestamp_ms = seconds.saturating_mul(1000);
+        delivery.timestamp_ms = seconds_ms(s);
         items.push(Item::Delivery(delivery));
     }
 }
@@ -203,5 +241,32 @@ mod tests {
         ];
         assert_eq!(receipts(&items), expected);
         assert_eq!(items.len(), 5, "a status unknown yet is skipped: {items:?}");
+    }
+
+    #[test]
+    fn echoes_history_and_account_fields_are_no_messages_and_a_call_s_status_is_no_delivery() {
+        let echo = serde_json::json!({"from": "15550001111", "to": "34600", "id": "wamid.e", "timestamp": "1",
+            "type": "text", "text": {"body": "from the app"}});
+        let change =
+            |field: &str, value: Value| serde_json::json!({"field": field, "value": value});
+        let body = serde_json::json!({"object": "whatsapp_business_account", "entry": [{"changes": [
+            change("smb_message_echoes", serde_json::json!({"message_echoes": [echo.clone()]})),
+            // Were an echo ever to come under `messages` in its field, it is still not read.
+            change("message_echoes", serde_json::json!({"message_echoes": [echo.clone()], "messages": [echo]})),
+            change("history", serde_json::json!({"history": [{"threads": [{"id": "34600", "messages": [
+                {"from": "34600", "id": "wamid.h", "timestamp": "1", "type": "text", "text": {"body": "old"}}]}]}]})),
+            change("account_update", serde_json::json!({"event": "VERIFIED_ACCOUNT"})),
+            change("message_template_status_update", serde_json::json!({"event": "APPROVED", "statuses": [{"id": "x"}]})),
+            change("a_field_of_tomorrow", serde_json::json!({"statuses": [{"id": "w.x", "recipient_id": "1", "status": "odd"}]})),
+            // A call's status under `messages` is still a call's.
+            change("messages", serde_json::json!({"statuses": [
+                {"id": "wacid.9", "type": "call", "status": "RINGING", "timestamp": "2", "recipient_id": "34600"}]})),
+        ]}]});
+        let items = parse(&wa(), "whatsapp", body.to_string().as_bytes()).unwrap();
+        assert!(receipts(&items).is_empty(), "{items:?}");
+        let [Item::Message(call)] = &items[..] else { panic!("{items:?}") };
+        assert!(
+            matches!(&call.content, Content::Unsupported { kind, .. } if kind == "call_status")
+        );
     }
 }
