@@ -84,7 +84,7 @@ pub(crate) fn parse(channel: &Channel, provider: &str, body: &[u8]) -> Result<Ve
                     continue;
                 }
                 for event in array(entry, "messaging") {
-                    messaging::event(provider, event, &mut items);
+                    messaging::event(provider, channel.account(), event, &mut items);
                 }
             }
         }

@@ -289,3 +289,61 @@ async fn echoes_history_and_account_updates_are_never_user_messages() {
     assert_eq!(told.receipts().len(), 1, "{:?}", told.receipts());
     bot.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn messenger_and_instagram_echoes_and_receipts_are_never_messages_nor_failures() {
+    let server = graph().await;
+    let page = server.page_id().to_owned();
+    let ig = server.instagram_id().to_owned();
+    let messenger = provider(&server, Channel::Messenger { page_id: page.clone() });
+    let instagram = provider(&server, Channel::Instagram { account_id: ig.clone() });
+    let told = Arc::new(Told::default());
+    let bot = recording(&[&messenger, &instagram], &told);
+    bot.start().await.unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = messenger.router("/messenger").merge(instagram.router("/instagram"));
+    tokio::spawn(async move { botmesh_traits::webhook::axum::serve(listener, app).await });
+
+    let at = 1_700_000_000_000_u64;
+    let body = serde_json::json!({"object": "page", "entry": [{"id": page, "time": at, "messaging": [
+        {"sender": {"id": page}, "recipient": {"id": "psid-1"}, "timestamp": at,
+         "message": {"mid": "m_echo", "text": "sent from the page", "is_echo": true, "app_id": 1}},
+        {"sender": {"id": "psid-1"}, "recipient": {"id": page}, "timestamp": at + 1,
+         "delivery": {"mids": ["m_sent"], "watermark": at}},
+        {"sender": {"id": "psid-1"}, "recipient": {"id": page}, "timestamp": at + 2,
+         "read": {"watermark": at}},
+        {"sender": {"id": "psid-1"}, "recipient": {"id": page}, "timestamp": at + 3,
+         "message": {"mid": "m_done", "text": "done"}},
+    ]}]});
+    let url = format!("{base}/messenger");
+    assert_eq!(post_signed(&server, &url, &body).await, Some(200));
+    told.settled("", "m_done").await;
+
+    let body = serde_json::json!({"object": "instagram", "entry": [{"id": ig, "time": at, "messaging": [
+        {"sender": {"id": ig}, "recipient": {"id": "igsid-1"}, "timestamp": at,
+         "message": {"mid": "ig_echo", "text": "sent from the app", "is_echo": true}},
+        {"sender": {"id": "igsid-1"}, "recipient": {"id": ig}, "timestamp": at + 1,
+         "read": {"mid": "ig_sent"}},
+        {"sender": {"id": "igsid-1"}, "recipient": {"id": ig}, "timestamp": at + 2,
+         "message": {"mid": "ig_gone", "is_deleted": true}},
+        {"sender": {"id": "igsid-1"}, "recipient": {"id": ig}, "timestamp": at + 3,
+         "message": {"mid": "ig_done", "text": "done"}},
+    ]}]});
+    let url = format!("{base}/instagram");
+    assert_eq!(post_signed(&server, &url, &body).await, Some(200));
+    told.settled("ig_sent", "ig_done").await;
+
+    let expected = [
+        ("m_sent", DeliveryStatus::Delivered),
+        ("", DeliveryStatus::Read),
+        ("ig_sent", DeliveryStatus::Read),
+    ]
+    .map(|(id, status)| (id.to_owned(), status));
+    assert_eq!(told.receipts(), expected, "an Instagram read names the message read");
+    let messages = told.messages();
+    let ids: Vec<&str> = messages.iter().map(|(_, id, _)| id.as_str()).collect();
+    assert_eq!(kinds(&messages), ["text", "message_deleted", "text"], "{messages:?}");
+    assert_ne!(ids[1], "ig_gone", "a deletion is not the message it deletes: {ids:?}");
+    bot.stop().await.unwrap();
+}

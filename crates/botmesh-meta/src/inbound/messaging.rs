@@ -6,13 +6,25 @@ use serde_json::Value;
 
 use super::{Item, array, text, unsupported, value_id};
 
-/// One Messenger or Instagram messaging event.
-pub(super) fn event(provider: &str, e: &Value, items: &mut Vec<Item>) {
+/// One Messenger or Instagram messaging event of `account` (the page or Instagram account).
+pub(super) fn event(provider: &str, account: &str, e: &Value, items: &mut Vec<Item>) {
     let Some(sender) = e.pointer("/sender/id").and_then(value_id) else { return };
+    if sender == account {
+        // The account's own doing (a message it sent, echoed back): no user's.
+        return;
+    }
     let at = e.get("timestamp").and_then(Value::as_u64).unwrap_or(0);
     if let Some(m) = e.get("message") {
         if m.get("is_echo").and_then(Value::as_bool) == Some(true) {
             return; // The page's own message, echoed back.
+        }
+        if m.get("is_deleted").and_then(Value::as_bool) == Some(true) {
+            // The user took a message back: not that message again, so an id of its own.
+            let mid = text(m, "mid").unwrap_or_else(|| format!("noid:{sender}:{at}"));
+            let content = unsupported("message_deleted", m);
+            let id = format!("{mid}:deleted");
+            items.push(Item::Message(Inbound::new(provider, id, sender.as_str(), content).at(at)));
+            return;
         }
         let Some(id) = text(m, "mid") else {
             let id = format!("noid:{sender}:{at}");
@@ -72,9 +84,11 @@ pub(super) fn event(provider: &str, e: &Value, items: &mut Vec<Item>) {
             let delivery = Delivery::new(sender.as_str(), mid, DeliveryStatus::Delivered);
             items.push(Item::Delivery(delivery));
         }
-    } else if e.get("read").is_some() {
-        // A read watermark names no message: reported against the chat.
-        let delivery = Delivery::new(sender.as_str(), "", DeliveryStatus::Read);
+    } else if let Some(r) = e.get("read") {
+        // Instagram names the message read; Messenger's watermark names none, so its read is
+        // reported against the chat.
+        let mid = text(r, "mid").unwrap_or_default();
+        let delivery = Delivery::new(sender.as_str(), mid, DeliveryStatus::Read);
         items.push(Item::Delivery(delivery));
     } else {
         let id = format!("event:{sender}:{at}");
@@ -120,5 +134,24 @@ mod tests {
         assert_eq!(items.len(), 1);
         let Item::Message(m) = &items[0] else { panic!("{items:?}") };
         assert_eq!(m.content, Content::Button { id: "L".into(), title: "Large".into() });
+    }
+
+    #[test]
+    fn the_account_s_own_events_are_no_user_s_and_an_instagram_read_names_its_message() {
+        let ig = Channel::Instagram { account_id: "ig".into() };
+        let body = serde_json::json!({"object": "instagram", "entry": [{"id": "ig", "messaging": [
+            {"sender": {"id": "ig"}, "recipient": {"id": "u1"}, "timestamp": 1, "message": {"mid": "m_e", "text": "hi", "is_echo": true}},
+            {"sender": {"id": "ig"}, "recipient": {"id": "u1"}, "timestamp": 2, "reaction": {"mid": "m_u", "action": "react", "emoji": "x"}},
+            {"sender": {"id": "ig"}, "recipient": {"id": "u1"}, "timestamp": 3, "read": {"mid": "m_u"}},
+            {"sender": {"id": "u1"}, "recipient": {"id": "ig"}, "timestamp": 4, "read": {"mid": "m_sent"}},
+            {"sender": {"id": "u1"}, "recipient": {"id": "ig"}, "timestamp": 5, "message": {"mid": "m_gone", "is_deleted": true}},
+        ]}]});
+        let items = parse(&ig, "instagram", body.to_string().as_bytes()).unwrap();
+        let [Item::Delivery(read), Item::Message(gone)] = &items[..] else { panic!("{items:?}") };
+        assert_eq!((read.message.as_str(), read.status), ("m_sent", DeliveryStatus::Read));
+        assert_eq!((gone.chat.as_str(), gone.id.as_str()), ("u1", "m_gone:deleted"));
+        assert!(
+            matches!(&gone.content, Content::Unsupported { kind, .. } if kind == "message_deleted")
+        );
     }
 }
