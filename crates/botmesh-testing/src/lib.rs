@@ -47,10 +47,12 @@
 //!   messages, button presses, slash commands and reactions dispatched to the live sessions,
 //!   recorded sends, reactions and interaction callbacks, live gateway sessions counted, and
 //!   injected faults (429, heartbeats left unacknowledged, invalid sessions, revoked tokens).
-//! - `email::DovecotServer` and `email::SmtpSink` (feature `email`): a private Dovecot IMAP
-//!   server on a free loopback port (its own configuration, maildir in a temporary directory,
-//!   mail delivered through `dovecot-lda`, sessions counted by Dovecot itself) and an SMTP sink
-//!   that records what a bot sends and can refuse the next mail, for testing e-mail bots.
+//! - `email::DovecotServer`, `email::ImapProxy` and `email::SmtpSink` (feature `email`): a
+//!   private Dovecot IMAP server on a free loopback port (its own configuration, maildir in a
+//!   temporary directory, mail delivered through `dovecot-lda`, sessions counted by Dovecot
+//!   itself), a proxy to put in front of it that refuses a chosen command with `NO` or freezes
+//!   its connections, and an SMTP sink that records what a bot sends and can refuse the next
+//!   mail, for testing e-mail bots.
 //! - `browser::Browser` (feature `browser`): headless Chromium driven over WebDriver through a
 //!   private `chromedriver` on a free loopback port, for tests that load a bot's HTML pages in
 //!   a real browser: read an element's text, wait for it to change, save a screenshot.

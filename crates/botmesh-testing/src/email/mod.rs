@@ -1,5 +1,6 @@
-//! E-mail test servers (feature `email`): a private Dovecot IMAP server and an SMTP sink, so
-//! that an e-mail bot's real IMAP and SMTP clients run in tests.
+//! E-mail test servers (feature `email`): a private Dovecot IMAP server, a proxy to put in
+//! front of it that injects faults (a refused command, a frozen connection), and an SMTP sink,
+//! so that an e-mail bot's real IMAP and SMTP clients run in tests.
 //!
 //! ```no_run
 //! use botmesh_testing::email::{DovecotServer, SmtpSink};
@@ -14,7 +15,9 @@
 //! ```
 
 mod dovecot;
+mod proxy;
 mod smtp_sink;
 
 pub use dovecot::{DovecotServer, PASSWORD, SessionWatch, USER};
+pub use proxy::ImapProxy;
 pub use smtp_sink::{SentMail, SmtpSink};
