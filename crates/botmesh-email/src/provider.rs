@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{ImapConfig, SmtpConfig, Threading};
+use crate::imap::client::Client;
 use crate::imap::{conn, session};
 use crate::media::{self, Part};
 use crate::smtp::Smtp;
@@ -203,13 +204,17 @@ impl Provider for EmailProvider {
         match &inner.settings.mode {
             Mode::Imap(config) => {
                 // Logged in before start returns, so a wrong password fails the start.
-                let mut first = conn::login(&inner.id, config).await?;
-                // And the mailbox selected: a mailbox that does not exist fails it too.
-                let limit = config.command_timeout;
-                let selected = session::timed(limit, "SELECT", first.select(&config.mailbox));
-                if let Err(e) = selected.await {
-                    let _ = tokio::time::timeout(limit, first.logout()).await;
+                let session = conn::login(&inner.id, config).await?;
+                let mut first = Client::new(session, config.command_timeout);
+                // And the mailbox selected: a mailbox that does not exist fails it too. A
+                // server that did not answer, or a lost connection, is a retryable error.
+                if let Err(e) = first.select(&config.mailbox).await {
+                    let refused = e.is_refusal();
                     let reason = format!("mailbox {:?} cannot be selected: {e}", config.mailbox);
+                    if !refused {
+                        return Err(e.into_error(&inner.id));
+                    }
+                    first.logout(config.command_timeout).await;
                     return Err(Error::Configuration(reason.into()));
                 }
                 *lock(&inner.events) = Some(tx);

@@ -23,10 +23,10 @@ use crate::config::{ImapConfig, Security};
 
 /// The byte stream under an IMAP session, and whether it ended.
 ///
-/// `async-imap` answers most commands (`CAPABILITY`, `SEARCH`, `FETCH`, `STORE`, `NOOP`) with
-/// what it read until the command's tagged answer, and takes the end of the stream for that
-/// end too: over a closed connection they succeed, empty. So the stream remembers that it
-/// ended (or failed), and the session asks after each command (see [`closed`]).
+/// `async-imap`'s `SELECT` takes the end of the stream for the end of its answer: over a closed
+/// connection it succeeds, empty. So the stream remembers that it ended (or failed), and the
+/// session asks after a `SELECT` (see [`closed`]). The other commands the session sends read
+/// their tagged answer themselves (see `client.rs`).
 pub(crate) struct Conn {
     stream: Stream,
     ended: AtomicBool,

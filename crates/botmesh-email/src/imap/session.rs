@@ -29,24 +29,31 @@
 //!   mails of a pass interrupted that way are still unseen, so the next leader reports them
 //!   again (mails the bot took are flagged `\Seen` by then, or dropped by its dedupe).
 //!
-//! Every IMAP command runs within `command_timeout`; one that takes longer is a lost
-//! connection (a server or network that stopped answering), so the session is made again and
-//! the transport closes after `down_after`. The transport is reported open, and the clock
-//! of `down_after` reset, only once a session searched the mailbox: a server that accepts
-//! `SELECT` and then drops every session keeps counting as down.
+//! Every IMAP command runs within `command_timeout`, and each answer is checked (see
+//! `client.rs`). A command that fails ends the session, which is made again after a pause
+//! that doubles up to `max_backoff`, and the failure is logged as a retryable
+//! [`Error::Provider`](botmesh_traits::Error::Provider). A command the server refuses (`NO`,
+//! `BAD`) is such a failure: what it was to do is done by the next session, since nothing is
+//! flagged and no position recorded before the commands it depends on succeeded. A command
+//! that takes longer than its timeout is a lost connection (a server or network that stopped
+//! answering). In IDLE no command is pending: a server that froze is noticed when the IDLE is
+//! renewed, after `idle_timeout`. The transport closes after `down_after` without a working
+//! session. It is reported open, and the clock of `down_after` reset, only once a session
+//! searched the mailbox: a server that accepts `SELECT` and then drops every session keeps
+//! counting as down. The pause before the next session is short again only once a session
+//! handed over every mail it found: a server that refuses every `FETCH` is asked ever less
+//! often.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_imap::error::Error as ImapError;
-use async_imap::types::UnsolicitedResponse;
 use botmesh_traits::{Intake, TransportStatus};
-use futures_util::TryStreamExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::conn::{self, ImapSession};
+use super::client::{Client, Woke};
+use super::conn;
+use super::failure::Failure;
 use crate::config::{Backlog, ImapConfig};
 use crate::parse::parse;
 use crate::progress::{Position, Progress};
@@ -61,48 +68,10 @@ fn is_stopped(stop: &watch::Receiver<bool>) -> bool {
     *stop.borrow()
 }
 
-/// `command`, within `limit`: past it, an I/O error (timed out), which the loop takes for a
-/// lost connection and drops.
-pub(crate) async fn timed<T>(
-    limit: Duration,
-    what: &str,
-    command: impl Future<Output = Result<T, ImapError>>,
-) -> Result<T, ImapError> {
-    match tokio::time::timeout(limit, command).await {
-        Ok(done) => done,
-        Err(_) => Err(ImapError::Io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("the IMAP server did not answer {what} within {limit:?}"),
-        ))),
-    }
-}
-
-/// `ConnectionLost` when the connection under `s` ended: what the last command returned was
-/// not the server's answer (see [`conn::closed`]).
-fn alive(s: &ImapSession) -> Result<(), ImapError> {
-    if conn::closed(s) { Err(ImapError::ConnectionLost) } else { Ok(()) }
-}
-
 /// How long leaving IDLE and `LOGOUT` may each take when the provider stops: half of the
 /// provider's stop timeout, so both fit in it.
 fn farewell(inner: &Inner) -> Duration {
     inner.settings.stop_timeout / 2
-}
-
-/// Logs out within `limit`; past it the connection is dropped.
-async fn logout(mut session: ImapSession, limit: Duration) {
-    let _ = tokio::time::timeout(limit, session.logout()).await;
-}
-
-/// Whether the server reported new mail (`EXISTS`, `RECENT`) in the responses to earlier
-/// commands; empties the queue of such reports either way.
-fn arrived(s: &ImapSession) -> bool {
-    let mut arrived = false;
-    while let Ok(response) = s.unsolicited_responses.try_recv() {
-        arrived |=
-            matches!(response, UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_));
-    }
-    arrived
 }
 
 /// Where the next search starts.
@@ -115,9 +84,9 @@ enum Start {
 /// What a turn of the loop ended with.
 enum Served {
     /// Told to stop: the session, to log out.
-    Stopped(ImapSession),
-    /// The connection broke.
-    Lost(ImapError),
+    Stopped(Client),
+    /// A command failed: why, and the session.
+    Failed(Failure, Client),
 }
 
 struct Loop {
@@ -134,7 +103,7 @@ pub(crate) async fn run(
     inner: Arc<Inner>,
     config: ImapConfig,
     intake: Intake,
-    first: ImapSession,
+    first: Client,
     mut stop: watch::Receiver<bool>,
 ) {
     let progress = Progress::new(intake.store().cloned(), &inner.id, &config.mailbox);
@@ -151,7 +120,7 @@ pub(crate) async fn run(
                     () = stopped(&mut stop) => return,
                 };
                 match login {
-                    Ok(s) => s,
+                    Ok(s) => Client::new(s, this.config.command_timeout),
                     Err(e) => {
                         tracing::warn!(target: "botmesh", provider = this.inner.id, error = %e, "IMAP login failed; trying again");
                         let since = *down_since.get_or_insert_with(Instant::now);
@@ -172,11 +141,26 @@ pub(crate) async fn run(
         };
         match this.serve(s, &mut stop, &mut down_since, &mut backoff).await {
             Served::Stopped(s) => {
-                logout(s, farewell(&this.inner)).await;
+                s.logout(farewell(&this.inner)).await;
                 return;
             }
-            Served::Lost(e) => {
-                tracing::warn!(target: "botmesh", provider = this.inner.id, error = %e, "IMAP connection lost; reconnecting");
+            Served::Failed(failure, s) => {
+                let works = failure.connection_works();
+                let reason = failure.to_string();
+                let error = failure.into_error(&this.inner.id);
+                tracing::warn!(
+                    target: "botmesh",
+                    provider = this.inner.id,
+                    kind = %error.kind().as_str(),
+                    recovery = ?error.recovery(),
+                    reason,
+                    error = %error,
+                    "IMAP session failed; connecting again after a pause"
+                );
+                if works {
+                    // Refused, the connection still answering: leave it properly.
+                    s.logout(farewell(&this.inner)).await;
+                }
                 // Measured from the last time a session searched the mailbox: one that logs in
                 // but cannot select (a mailbox that is gone), or is dropped right after its
                 // SELECT, counts as down too.
@@ -195,31 +179,28 @@ pub(crate) async fn run(
 }
 
 impl Loop {
-    /// Selects the mailbox and serves it until told to stop or the connection breaks.
+    /// Selects the mailbox and serves it until told to stop or a command fails.
     async fn serve(
         &mut self,
-        mut s: ImapSession,
+        mut s: Client,
         stop: &mut watch::Receiver<bool>,
         down_since: &mut Option<Instant>,
         backoff: &mut Duration,
     ) -> Served {
         macro_rules! imap {
-            ($e:expr) => {
-                match $e {
+            ($e:expr) => {{
+                // Bound first: the command's future borrows `s` until the statement ends.
+                let done = $e;
+                match done {
                     Ok(v) => v,
-                    Err(e) => return Served::Lost(e),
+                    Err(e) => return Served::Failed(e, s),
                 }
-            };
+            }};
         }
-        let limit = self.config.command_timeout;
-        let mailbox = imap!(timed(limit, "SELECT", s.select(&self.config.mailbox)).await);
-        imap!(alive(&s));
-        let validity = mailbox.uid_validity.unwrap_or(0);
-        let uid_next = mailbox.uid_next.unwrap_or(1);
-        let idle = imap!(timed(limit, "CAPABILITY", s.capabilities()).await).has_str("IDLE");
-        imap!(alive(&s));
+        let mailbox = imap!(s.select(&self.config.mailbox).await);
+        let idle = imap!(s.idle_supported().await);
         let mut serving = false;
-        let mut start = self.start_at(validity, uid_next).await;
+        let mut start = self.start_at(mailbox.validity, mailbox.uid_next).await;
         loop {
             if is_stopped(stop) {
                 return Served::Stopped(s);
@@ -229,16 +210,14 @@ impl Loop {
                 Start::After(uid) => format!("UID {}:*", uid.saturating_add(1)),
             };
             let floor = match start {
-                Start::Unseen => uid_next.saturating_sub(1),
+                Start::Unseen => mailbox.uid_next.saturating_sub(1),
                 Start::After(uid) => uid,
             };
-            let found = imap!(timed(limit, "SEARCH", s.uid_search(&query)).await);
-            imap!(alive(&s));
+            let found = imap!(s.search(&query).await);
             if !serving {
                 // The session works: selected, and answered a search.
                 serving = true;
                 *down_since = None;
-                *backoff = Duration::from_millis(100);
                 self.inner.set_status(TransportStatus::Open);
             }
             let mut uids: Vec<u32> = found
@@ -254,32 +233,32 @@ impl Loop {
             // those handled are flagged `\Seen` by then.
             let each = matches!(start, Start::After(_));
             for uid in uids {
-                match self.take(&mut s, Position { validity, uid }, each, stop).await {
-                    Ok(true) => reached = reached.max(uid),
-                    Ok(false) => return Served::Stopped(s),
-                    Err(e) => return Served::Lost(e),
+                match imap!(
+                    self.take(&mut s, Position { validity: mailbox.validity, uid }, each, stop)
+                        .await
+                ) {
+                    true => reached = reached.max(uid),
+                    false => return Served::Stopped(s),
                 }
             }
             if matches!(start, Start::Unseen) || reached > floor {
-                self.record(Position { validity, uid: reached }).await;
+                self.record(Position { validity: mailbox.validity, uid: reached }).await;
             }
+            // Every mail found went through: the next failure starts with a short pause again.
+            *backoff = Duration::from_millis(100);
             start = Start::After(reached);
-            if arrived(&s) {
+            if s.arrived() {
                 // Mail arrived while these were handed over: search again before waiting.
                 continue;
             }
             if idle {
-                match self.idle(s, stop).await {
-                    Ok(next) => s = next,
-                    Err(e) => return Served::Lost(e),
-                }
+                imap!(self.idle(&mut s, stop).await);
             } else {
                 tokio::select! {
                     () = tokio::time::sleep(self.config.poll_interval) => {}
                     () = stopped(stop) => {}
                 }
-                imap!(timed(limit, "NOOP", s.noop()).await);
-                imap!(alive(&s));
+                imap!(s.noop().await);
             }
         }
     }
@@ -331,21 +310,16 @@ impl Loop {
     }
 
     /// Hands mail `at.uid` to the bot, recording `at` once it is taken care of when `record`.
+    /// `false` when told to stop meanwhile.
     async fn take(
         &mut self,
-        s: &mut ImapSession,
+        s: &mut Client,
         at: Position,
         record: bool,
         stop: &mut watch::Receiver<bool>,
-    ) -> Result<bool, ImapError> {
+    ) -> Result<bool, Failure> {
         let uid = at.uid;
-        let limit = self.config.command_timeout;
-        let sized: Vec<_> = timed(limit, "FETCH", async {
-            s.uid_fetch(uid.to_string(), "RFC822.SIZE").await?.try_collect().await
-        })
-        .await?;
-        alive(s)?;
-        let Some(size) = sized.iter().find_map(|f| f.size) else {
+        let Some(size) = s.size(uid).await? else {
             // Expunged since the search: nothing to hand over.
             if record {
                 self.record(at).await;
@@ -358,12 +332,7 @@ impl Loop {
             self.set_aside(s, at, record, "too large", &reason).await?;
             return Ok(true);
         }
-        let fetched: Vec<_> = timed(limit, "FETCH", async {
-            s.uid_fetch(uid.to_string(), "BODY.PEEK[]").await?.try_collect().await
-        })
-        .await?;
-        alive(s)?;
-        let Some(raw) = fetched.iter().find_map(|f| f.body()).map(<[u8]>::to_vec) else {
+        let Some(raw) = s.body(uid).await? else {
             if record {
                 self.record(at).await;
             }
@@ -409,11 +378,9 @@ impl Loop {
             }
             wait = (wait * 2).min(Duration::from_secs(5));
         }
-        let _: Vec<_> = timed(limit, "STORE", async {
-            s.uid_store(uid.to_string(), "+FLAGS.SILENT (\\Seen)").await?.try_collect().await
-        })
-        .await?;
-        alive(s)?;
+        // A flag the server refuses leaves the position where it is: the next session hands
+        // the mail over again, the bot's dedupe drops it, and the flag is set then.
+        s.flag_seen(uid).await?;
         if record {
             self.record(at).await;
         }
@@ -424,22 +391,19 @@ impl Loop {
     /// place, or moved to the quarantine folder; records `at` when `record`.
     async fn set_aside(
         &mut self,
-        s: &mut ImapSession,
+        s: &mut Client,
         at: Position,
         record: bool,
         what: &str,
         reason: &str,
-    ) -> Result<(), ImapError> {
+    ) -> Result<(), Failure> {
         let kept = match &self.config.quarantine {
-            Some(folder) => {
-                let moving = s.uid_mv(at.uid.to_string(), folder);
-                match timed(self.config.command_timeout, "MOVE", moving).await.and(alive(s)) {
-                    Ok(()) => format!("moved to {folder}"),
-                    // The connection is gone: the next session reports the mail again.
-                    Err(e @ (ImapError::Io(_) | ImapError::ConnectionLost)) => return Err(e),
-                    Err(e) => format!("left unseen (moving it to {folder} failed: {e})"),
-                }
-            }
+            Some(folder) => match s.move_to(at.uid, folder).await {
+                Ok(()) => format!("moved to {folder}"),
+                // The connection is gone: the next session reports the mail again.
+                Err(e) if !e.connection_works() => return Err(e),
+                Err(e) => format!("left unseen (moving it to {folder} failed: {e})"),
+            },
             None => "left unseen".to_owned(),
         };
         self.inner.reject(format!(
@@ -453,29 +417,23 @@ impl Loop {
     }
 
     /// Waits in IDLE until the mailbox changes, the IDLE is due for renewal, or the provider
-    /// stops; returns the session out of IDLE.
-    async fn idle(
-        &self,
-        s: ImapSession,
-        stop: &mut watch::Receiver<bool>,
-    ) -> Result<ImapSession, ImapError> {
-        // What the server reports while the IDLE command is being answered is queued with the
-        // session's unsolicited responses, not returned by the wait: watch the queue too.
-        let unsolicited = s.unsolicited_responses.clone();
-        let limit = self.config.command_timeout;
-        let mut handle = s.idle();
-        timed(limit, "IDLE", handle.init()).await?;
-        {
-            // Dropping `_interrupt` would end the wait: it lives until the select is done.
-            let (wait, _interrupt) = handle.wait_with_timeout(self.config.idle_timeout);
-            tokio::select! {
-                r = wait => { r?; }
-                _ = unsolicited.recv() => {}
-                () = stopped(stop) => {}
-            }
+    /// stops; leaves IDLE.
+    async fn idle(&self, s: &mut Client, stop: &mut watch::Receiver<bool>) -> Result<(), Failure> {
+        let answer = self.config.command_timeout;
+        let tag = s.idle(answer).await?;
+        if s.arrived() {
+            // Mail came with the server's go-ahead: leave at once, to search.
+            return s.done(&tag, answer).await;
         }
-        // Leaving IDLE is where a server that stopped answering during it is noticed.
-        let limit = if is_stopped(stop) { limit.min(farewell(&self.inner)) } else { limit };
-        timed(limit, "DONE", handle.done()).await
+        let until = Instant::now() + self.config.idle_timeout;
+        let woke = tokio::select! {
+            woke = s.wait(&tag, until) => Some(woke?),
+            () = stopped(stop) => None,
+        };
+        if woke == Some(Woke::Ended) {
+            return Ok(());
+        }
+        let limit = if is_stopped(stop) { answer.min(farewell(&self.inner)) } else { answer };
+        s.done(&tag, limit).await
     }
 }

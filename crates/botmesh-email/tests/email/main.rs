@@ -1,7 +1,7 @@
 //! `EmailProvider` against a private Dovecot and an SMTP sink from `botmesh-testing`, through
 //! the real IMAP and SMTP clients: a persistent flow by e-mail, three replicas on one mailbox
-//! and a failover, malformed mail, the ingest endpoint, and the provider conformance suite in
-//! both modes.
+//! and a failover, malformed mail, a server that refuses commands or freezes, the ingest
+//! endpoint, and the provider conformance suite in both modes.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -11,8 +11,10 @@
 mod conformance;
 mod connection;
 mod failover;
+mod faults;
 mod flow;
 mod ingest;
+mod logs;
 mod mailbox;
 mod sending;
 mod stall;

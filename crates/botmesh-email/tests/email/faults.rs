@@ -1,0 +1,89 @@
+//! A server that refuses a command with `NO`, through `botmesh-testing`'s `ImapProxy` in front
+//! of the private Dovecot: the refusal is reported as a retryable provider error and retried,
+//! and each mail is handled once, never skipped.
+
+use std::time::Duration;
+
+use botmesh_core::{Bot, BotError};
+use botmesh_email::{EmailProvider, ImapConfig};
+use botmesh_testing::email::{DovecotServer, ImapProxy, SmtpSink};
+
+use crate::logs;
+#[allow(clippy::wildcard_imports, reason = "the helpers every test module uses")]
+use crate::support::*;
+
+/// An echo bot whose provider `id` reads `server` through a new proxy, with `config` made from
+/// the usual test settings; returns once the bot answered a first mail from `from`, so the
+/// session waits in IDLE.
+async fn through_proxy(
+    id: &str,
+    server: &DovecotServer,
+    sink: &SmtpSink,
+    from: &str,
+    config: impl FnOnce(ImapConfig) -> ImapConfig,
+) -> (Bot, ImapProxy) {
+    logs::capture();
+    let proxy = ImapProxy::start(server.port()).await.unwrap();
+    let imap = config(imap(server).port(proxy.port()));
+    let provider = EmailProvider::imap(imap, smtp(sink)).with_id(id);
+    let bot = Bot::builder()
+        .provider(provider)
+        .on_message(|ctx| async move {
+            ctx.reply(format!("echo {}", ctx.body())).await?;
+            Ok::<_, BotError>(())
+        })
+        .build()
+        .unwrap();
+    bot.start().await.unwrap();
+    server.deliver(&mail(from, &format!("{id}-1@x"), "Hi", "one", &[])).unwrap();
+    assert_eq!(wait_texts(sink, from, 1).await, ["echo one"]);
+    // Settled in IDLE.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    (bot, proxy)
+}
+
+/// Whether every mail of the INBOX is flagged `\Seen`.
+fn all_seen(server: &DovecotServer, count: usize) -> bool {
+    let flags = server.flags("INBOX").unwrap();
+    flags.len() == count && flags.iter().all(|(_, f)| f.contains("\\Seen"))
+}
+
+/// Delivers a second mail from `from` while the proxy refuses the next `command`, and checks
+/// that the refusal was logged as a retryable provider error naming the command, and that the
+/// mail was handled once and flagged `\Seen`.
+async fn refused(id: &str, command: &str, from: &str) {
+    let server = DovecotServer::start().unwrap();
+    let sink = SmtpSink::start().await.unwrap();
+    let (bot, proxy) = through_proxy(id, &server, &sink, from, |c| c).await;
+    proxy.refuse_next(command);
+    server.deliver(&mail(from, &format!("{id}-2@x"), "Hi", "two", &[])).unwrap();
+    // The session is woken in IDLE, sends the command, and is refused.
+    until("the command is refused", || proxy.refused() == 1).await;
+    assert_eq!(wait_texts(&sink, from, 2).await, ["echo one", "echo two"]);
+    until("both mails are flagged \\Seen", || all_seen(&server, 2)).await;
+    let warned = logs::warnings_of(id);
+    let refusal = warned.iter().find(|l| l.contains(command) && l.contains("NO"));
+    let refusal = refusal.unwrap_or_else(|| panic!("no warning names the refusal: {warned:#?}"));
+    eprintln!("{refusal}");
+    assert!(refusal.contains("kind=provider") && refusal.contains("recovery=Retry"), "{refusal}");
+    assert!(!warned.iter().any(|l| l.contains(server.password())), "{warned:#?}");
+    // Nothing more comes: the mail was handled once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sink.texts_to(from), ["echo one", "echo two"]);
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_search_is_reported_retried_and_its_mail_handled_once() {
+    refused("refused-search", "UID SEARCH", "rs@example.org").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_fetch_is_reported_retried_and_its_mail_not_skipped() {
+    refused("refused-fetch", "UID FETCH", "rf@example.org").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_store_is_reported_retried_and_its_mail_flagged_and_handled_once() {
+    refused("refused-store", "UID STORE", "rt@example.org").await;
+}
