@@ -56,9 +56,9 @@ pub enum Backlog {
 ///
 /// With the `serde` feature it reads from a configuration file: `host`, `user`, `password`,
 /// and optionally each setter's name (`port`, `security`, `mailbox`, `idle_timeout`,
-/// `poll_interval`, `down_after`, `max_backoff`, `command_timeout`, `max_mail_bytes`,
-/// `quarantine`, `backlog`), durations as text (`"10m"`); unknown keys are refused. Extra
-/// root certificates are given in code.
+/// `poll_interval`, `down_after`, `max_backoff`, `command_timeout`, `stall_timeout`,
+/// `max_mail_bytes`, `quarantine`, `backlog`), durations as text (`"10m"`); unknown keys are
+/// refused. Extra root certificates are given in code.
 #[derive(Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(from = "text::ImapConfigText"))]
 pub struct ImapConfig {
@@ -73,6 +73,7 @@ pub struct ImapConfig {
     pub(crate) down_after: Duration,
     pub(crate) max_backoff: Duration,
     pub(crate) command_timeout: Duration,
+    pub(crate) stall_timeout: Duration,
     pub(crate) max_mail_bytes: u32,
     pub(crate) quarantine: Option<String>,
     pub(crate) backlog: Backlog,
@@ -95,11 +96,12 @@ impl fmt::Debug for ImapConfig {
 impl ImapConfig {
     /// The mailbox of `user` on `host`, over TLS on port 993, reading `INBOX`.
     ///
-    /// Defaults: IDLE renewed every 10 minutes (servers drop an IDLE after 30), a poll every
-    /// 30 seconds on servers without IDLE, reconnects backing off up to 30 seconds, the
-    /// transport reported closed after 60 seconds without a connection, 30 seconds for each
-    /// IMAP command, mails over 25 MiB not downloaded, malformed mails left in place (unseen),
-    /// and a first start with the unseen mails.
+    /// Defaults: IDLE renewed every 10 minutes (servers drop an IDLE after 30), a server that
+    /// stops answering during IDLE noticed within 60 seconds, a poll every 30 seconds on
+    /// servers without IDLE, reconnects backing off up to 30 seconds, the transport reported
+    /// closed after 60 seconds without a connection, 30 seconds for each IMAP command, mails
+    /// over 25 MiB not downloaded, malformed mails left in place (unseen), and a first start
+    /// with the unseen mails.
     pub fn new(host: impl Into<String>, user: impl Into<String>, password: &str) -> Self {
         Self {
             host: host.into(),
@@ -113,6 +115,7 @@ impl ImapConfig {
             down_after: Duration::from_secs(60),
             max_backoff: Duration::from_secs(30),
             command_timeout: Duration::from_secs(30),
+            stall_timeout: Duration::from_secs(60),
             max_mail_bytes: 25 * 1024 * 1024,
             quarantine: None,
             backlog: Backlog::Unseen,
@@ -142,7 +145,9 @@ impl ImapConfig {
         self
     }
 
-    /// How long one IDLE waits before it is renewed (10 minutes by default).
+    /// How long one IDLE waits before it is renewed (10 minutes by default). The session also
+    /// leaves IDLE every half [`stall_timeout`](Self::stall_timeout) to check that the server
+    /// answers, so a value above that half changes nothing.
     #[must_use]
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
@@ -172,16 +177,27 @@ impl ImapConfig {
     }
 
     /// How long connecting, logging in and each IMAP command (`SELECT`, `SEARCH`, `FETCH`,
-    /// `STORE`, `NOOP`, leaving IDLE, `LOGOUT`) may take (30 seconds by default). A command
-    /// that takes longer counts as a lost connection: the session is dropped and made again,
-    /// and a server that stays that way gets the transport reported closed after
+    /// `STORE`, `NOOP`, `LOGOUT`) may take (30 seconds by default). A command that takes
+    /// longer counts as a lost connection: the session is dropped and made again, and a server
+    /// that stays that way gets the transport reported closed after
     /// [`down_after`](Self::down_after). A server that stops answering during IDLE is noticed
-    /// when the IDLE is renewed ([`idle_timeout`](Self::idle_timeout)), and a dead network by
-    /// TCP keepalive (probes after 30 seconds of silence, the connection dropped after about a
-    /// minute without an answer).
+    /// within [`stall_timeout`](Self::stall_timeout), and a dead network also by TCP keepalive
+    /// (probes after 30 seconds of silence, the connection dropped after about a minute
+    /// without an answer).
     #[must_use]
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
+        self
+    }
+
+    /// How soon a server that stops answering while the session waits in IDLE is noticed (60
+    /// seconds by default): the session leaves IDLE every half of it (renewing it), and the
+    /// server must answer within the other half (and within
+    /// [`command_timeout`](Self::command_timeout)). One that does not counts as a lost
+    /// connection: the session is made again. Each half is at least 100 ms.
+    #[must_use]
+    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
+        self.stall_timeout = timeout;
         self
     }
 
@@ -371,6 +387,8 @@ mod text {
         max_backoff: Option<Duration>,
         #[serde(default, with = "humantime_serde")]
         command_timeout: Option<Duration>,
+        #[serde(default, with = "humantime_serde")]
+        stall_timeout: Option<Duration>,
         max_mail_bytes: Option<u32>,
         quarantine: Option<String>,
         backlog: Option<Backlog>,
@@ -402,6 +420,9 @@ mod text {
             }
             if let Some(v) = t.command_timeout {
                 c = c.command_timeout(v);
+            }
+            if let Some(v) = t.stall_timeout {
+                c = c.stall_timeout(v);
             }
             if let Some(v) = t.max_mail_bytes {
                 c = c.max_mail_bytes(v);

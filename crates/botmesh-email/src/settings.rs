@@ -176,7 +176,7 @@ mod tests {
             r#"{{ "threading": "thread", "retention": "3days",
                  "imap": {{ "host": "imap.example.org", "user": "shop", "password": "imap-s3cret",
                            "security": "plain", "port": 143, "idle_timeout": "5m",
-                           "backlog": "skip" }},
+                           "stall_timeout": "20s", "backlog": "skip" }},
                  {SMTP} }}"#
         );
         let s: EmailSettings = serde_json::from_str(&text).unwrap();
@@ -185,6 +185,7 @@ mod tests {
         let imap = s.imap.as_ref().unwrap();
         assert_eq!((imap.port, imap.security, imap.backlog), (143, Security::Plain, Backlog::Skip));
         assert_eq!(imap.idle_timeout, Duration::from_secs(300));
+        assert_eq!(imap.stall_timeout, Duration::from_secs(20));
         assert_eq!(imap.poll_interval, Duration::from_secs(30), "left out: the default");
         assert_eq!(s.smtp.timeout, Duration::from_secs(45));
         assert_eq!(s.smtp.security, Security::StartTls, "left out: the default");

@@ -36,8 +36,9 @@
 //! `BAD`) is such a failure: what it was to do is done by the next session, since nothing is
 //! flagged and no position recorded before the commands it depends on succeeded. A command
 //! that takes longer than its timeout is a lost connection (a server or network that stopped
-//! answering). In IDLE no command is pending: a server that froze is noticed when the IDLE is
-//! renewed, after `idle_timeout`. The transport closes after `down_after` without a working
+//! answering). In IDLE no command is pending, so the session leaves IDLE every half of
+//! `stall_timeout`, and the server must answer within the other half: a server that froze is
+//! noticed within `stall_timeout`. The transport closes after `down_after` without a working
 //! session. It is reported open, and the clock of `down_after` reset, only once a session
 //! searched the mailbox: a server that accepts `SELECT` and then drops every session keeps
 //! counting as down. The pause before the next session is short again only once a session
@@ -58,6 +59,10 @@ use crate::config::{Backlog, ImapConfig};
 use crate::parse::parse;
 use crate::progress::{Position, Progress};
 use crate::state::Inner;
+
+/// The shortest half of `stall_timeout` the session waits in IDLE before it checks that the
+/// server answers: a smaller setting would leave and enter IDLE without pause.
+const MIN_STALL_HALF: Duration = Duration::from_millis(100);
 
 /// Resolves once the provider is told to stop (or its switch is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
@@ -416,16 +421,19 @@ impl Loop {
         Ok(())
     }
 
-    /// Waits in IDLE until the mailbox changes, the IDLE is due for renewal, or the provider
-    /// stops; leaves IDLE.
+    /// Waits in IDLE until the mailbox changes, the IDLE is due for renewal or for a check
+    /// that the server still answers, or the provider stops; leaves IDLE.
     async fn idle(&self, s: &mut Client, stop: &mut watch::Receiver<bool>) -> Result<(), Failure> {
-        let answer = self.config.command_timeout;
+        // A server that froze during IDLE is noticed within `stall_timeout`: the session waits
+        // half of it, and the server must answer `DONE` (and `IDLE`) within the other half.
+        let half = (self.config.stall_timeout / 2).max(MIN_STALL_HALF);
+        let answer = self.config.command_timeout.min(half);
         let tag = s.idle(answer).await?;
         if s.arrived() {
             // Mail came with the server's go-ahead: leave at once, to search.
             return s.done(&tag, answer).await;
         }
-        let until = Instant::now() + self.config.idle_timeout;
+        let until = Instant::now() + self.config.idle_timeout.min(half);
         let woke = tokio::select! {
             woke = s.wait(&tag, until) => Some(woke?),
             () = stopped(stop) => None,

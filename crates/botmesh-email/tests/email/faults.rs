@@ -1,12 +1,14 @@
-//! A server that refuses a command with `NO`, through `botmesh-testing`'s `ImapProxy` in front
-//! of the private Dovecot: the refusal is reported as a retryable provider error and retried,
-//! and each mail is handled once, never skipped.
+//! A server that refuses a command with `NO`, or freezes during IDLE, through
+//! `botmesh-testing`'s `ImapProxy` in front of the private Dovecot: the refusal is reported as
+//! a retryable provider error and retried, the freeze noticed within `stall_timeout`, and each
+//! mail is handled once either way, never skipped.
 
 use std::time::Duration;
 
 use botmesh_core::{Bot, BotError};
 use botmesh_email::{EmailProvider, ImapConfig};
 use botmesh_testing::email::{DovecotServer, ImapProxy, SmtpSink};
+use tokio::time::Instant;
 
 use crate::logs;
 #[allow(clippy::wildcard_imports, reason = "the helpers every test module uses")]
@@ -86,4 +88,30 @@ async fn a_refused_fetch_is_reported_retried_and_its_mail_not_skipped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_store_is_reported_retried_and_its_mail_flagged_and_handled_once() {
     refused("refused-store", "UID STORE", "rt@example.org").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_frozen_during_idle_is_noticed_within_the_stall_timeout_and_no_mail_is_lost() {
+    let server = DovecotServer::start().unwrap();
+    let sink = SmtpSink::start().await.unwrap();
+    let from = "fz@example.org";
+    // IDLE is renewed after the default 10 minutes: only the stall timeout can notice.
+    let stall = Duration::from_secs(2);
+    let (bot, proxy) =
+        through_proxy("frozen", &server, &sink, from, |c| c.stall_timeout(stall)).await;
+    let before = proxy.connections();
+    proxy.freeze();
+    let t0 = Instant::now();
+    // Delivered while the session's connection is frozen: only a new session can see it.
+    server.deliver(&mail(from, "frozen-2@x", "Hi", "two", &[])).unwrap();
+    until("the session connects again", || proxy.connections() > before).await;
+    let noticed = t0.elapsed();
+    eprintln!("noticed the frozen server after {noticed:?}");
+    // Noticed within the stall timeout (2 s), then the first reconnect pause (100 ms). The
+    // bound leaves 8 s for a loaded two-core machine, and is still far below the 10 minutes
+    // of an IDLE renewal.
+    assert!(noticed < stall + Duration::from_secs(8), "noticed after {noticed:?}");
+    assert_eq!(wait_texts(&sink, from, 2).await, ["echo one", "echo two"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sink.texts_to(from), ["echo one", "echo two"]);
+    bot.stop().await.unwrap();
 }
