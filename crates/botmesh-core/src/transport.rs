@@ -93,6 +93,10 @@ impl Transports {
                     ProviderEvent::Rejected { reason } => {
                         events.events.error(None, Error::InvalidInput { reason }.into());
                     }
+                    ProviderEvent::Failed { op, reason } => {
+                        let failed = Error::provider(provider.as_str(), op, reason);
+                        events.events.error(None, failed.into());
+                    }
                     ProviderEvent::Delivery(delivery) => {
                         events
                             .events

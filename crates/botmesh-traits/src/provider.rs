@@ -127,6 +127,17 @@ pub enum ProviderEvent {
         /// What was wrong with it, never including secrets.
         reason: String,
     },
+    /// The transport failed and recovers by itself, connecting or asking again after a pause:
+    /// a command the platform refused, a connection lost or frozen. The bot reports it as an
+    /// error event (an [`Error::Provider`], to be retried), so that operators see it; no
+    /// message was lost.
+    Failed {
+        /// What the transport was doing, as [`Error::provider`] names it ("search the
+        /// mailbox").
+        op: &'static str,
+        /// What went wrong, never including secrets.
+        reason: String,
+    },
 }
 
 /// The stream of events a started provider yields. It ends when the provider stops.

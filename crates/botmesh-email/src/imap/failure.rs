@@ -135,7 +135,12 @@ impl Failure {
 
     /// This failure as a botmesh error of `provider`: an [`Error::Provider`], retryable.
     pub(crate) fn into_error(self, provider: &str) -> Error {
-        Error::provider(provider, self.command().op(), self)
+        Error::provider(provider, self.op(), self)
+    }
+
+    /// What the failed command does, as the operation of [`Error::Provider`].
+    pub(crate) fn op(&self) -> &'static str {
+        self.command().op()
     }
 }
 

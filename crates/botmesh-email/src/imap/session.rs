@@ -48,7 +48,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh_traits::{Intake, TransportStatus};
+use botmesh_traits::{Intake, ProviderEvent, TransportStatus};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -152,7 +152,10 @@ pub(crate) async fn run(
             Served::Failed(failure, s) => {
                 let works = failure.connection_works();
                 let reason = failure.to_string();
+                let op = failure.op();
                 let error = failure.into_error(&this.inner.id);
+                // An error event for the bot's operators too: the session recovers by itself.
+                this.inner.report(ProviderEvent::Failed { op, reason: reason.clone() });
                 tracing::warn!(
                     target: "botmesh",
                     provider = this.inner.id,

@@ -3,9 +3,11 @@
 //! a retryable provider error and retried, the freeze noticed within `stall_timeout`, and each
 //! mail is handled once either way, never skipped.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_core::{Bot, BotError};
+use botmesh_core::traits::{ErrorKind, Recovery};
+use botmesh_core::{Bot, BotError, Event};
 use botmesh_email::{EmailProvider, ImapConfig};
 use botmesh_testing::email::{DovecotServer, ImapProxy, SmtpSink};
 use tokio::time::Instant;
@@ -23,13 +25,16 @@ async fn through_proxy(
     sink: &SmtpSink,
     from: &str,
     config: impl FnOnce(ImapConfig) -> ImapConfig,
-) -> (Bot, ImapProxy) {
+) -> (Bot, ImapProxy, Arc<Mutex<Vec<Event>>>) {
     logs::capture();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&events);
     let proxy = ImapProxy::start(server.port()).await.unwrap();
     let imap = config(imap(server).port(proxy.port()));
     let provider = EmailProvider::imap(imap, smtp(sink)).with_id(id);
     let bot = Bot::builder()
         .provider(provider)
+        .on(move |e| seen.lock().unwrap().push(e.clone()))
         .on_message(|ctx| async move {
             ctx.reply(format!("echo {}", ctx.body())).await?;
             Ok::<_, BotError>(())
@@ -41,7 +46,31 @@ async fn through_proxy(
     assert_eq!(wait_texts(sink, from, 1).await, ["echo one"]);
     // Settled in IDLE.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    (bot, proxy)
+    (bot, proxy, events)
+}
+
+/// The retryable provider errors the bot reported, each with its causes.
+fn provider_errors(events: &Mutex<Vec<Event>>) -> Vec<String> {
+    let events = events.lock().unwrap();
+    let retried =
+        |e: &BotError| e.kind() == Some(ErrorKind::Provider) && e.recovery() == Recovery::Retry;
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Error { error, .. } if retried(error) => {
+                // The error and its causes, as a log line would show them.
+                let mut text = error.to_string();
+                let mut cause = std::error::Error::source(&**error);
+                while let Some(c) = cause {
+                    text.push_str(": ");
+                    text.push_str(&c.to_string());
+                    cause = c.source();
+                }
+                Some(text)
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether every mail of the INBOX is flagged `\Seen`.
@@ -56,7 +85,7 @@ fn all_seen(server: &DovecotServer, count: usize) -> bool {
 async fn refused(id: &str, command: &str, from: &str) {
     let server = DovecotServer::start().unwrap();
     let sink = SmtpSink::start().await.unwrap();
-    let (bot, proxy) = through_proxy(id, &server, &sink, from, |c| c).await;
+    let (bot, proxy, events) = through_proxy(id, &server, &sink, from, |c| c).await;
     proxy.refuse_next(command);
     server.deliver(&mail(from, &format!("{id}-2@x"), "Hi", "two", &[])).unwrap();
     // The session is woken in IDLE, sends the command, and is refused.
@@ -69,6 +98,11 @@ async fn refused(id: &str, command: &str, from: &str) {
     eprintln!("{refusal}");
     assert!(refusal.contains("kind=provider") && refusal.contains("recovery=Retry"), "{refusal}");
     assert!(!warned.iter().any(|l| l.contains(server.password())), "{warned:#?}");
+    let reported = provider_errors(&events);
+    assert!(
+        reported.iter().any(|e| e.contains(command) && e.contains("NO")),
+        "the bot's operators see it as an error event: {reported:#?}"
+    );
     // Nothing more comes: the mail was handled once.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(sink.texts_to(from), ["echo one", "echo two"]);
@@ -96,7 +130,7 @@ async fn a_server_frozen_during_idle_is_noticed_within_the_stall_timeout_and_no_
     let from = "fz@example.org";
     // IDLE is renewed after the default 10 minutes: only the stall timeout can notice.
     let stall = Duration::from_secs(2);
-    let (bot, proxy) =
+    let (bot, proxy, events) =
         through_proxy("frozen", &server, &sink, from, |c| c.stall_timeout(stall)).await;
     let before = proxy.connections();
     proxy.freeze();
@@ -110,6 +144,8 @@ async fn a_server_frozen_during_idle_is_noticed_within_the_stall_timeout_and_no_
     // bound leaves 8 s for a loaded two-core machine, and is still far below the 10 minutes
     // of an IDLE renewal.
     assert!(noticed < stall + Duration::from_secs(8), "noticed after {noticed:?}");
+    let reported = provider_errors(&events);
+    assert!(!reported.is_empty(), "the freeze is an error event for the operators");
     assert_eq!(wait_texts(&sink, from, 2).await, ["echo one", "echo two"]);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(sink.texts_to(from), ["echo one", "echo two"]);
