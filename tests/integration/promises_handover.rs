@@ -10,11 +10,12 @@ use std::time::Duration;
 use botmesh_coord::CoordinationConfig;
 use botmesh_core::traits::Store;
 use botmesh_core::{
-    Ask, Bot, BotBuilder, BotError, Conversation, Error, ErrorKind, Event, Fallback,
-    FallbackReason, Flow, Handover, HandoverOutcome, Inbound, LeaseLostReason, Step, Trigger,
+    Ask, Bot, BotBuilder, BotError, Conversation, Durability, EndReason, Error, ErrorKind, Event,
+    Fallback, FallbackReason, Flow, Handover, HandoverOutcome, Inbound, LeaseLostReason, Step,
+    Trigger,
 };
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
-use botmesh_testing::{RedisServer, TestProvider};
+use botmesh_testing::{FaultyStore, RedisServer, TestProvider};
 use tokio::time::Instant;
 
 use crate::backends::{Backend, Memory, Redis};
@@ -31,6 +32,8 @@ on_both_backends!(
     goto_runs_the_next_flow_under_the_same_turn_and_it_continues_on_another_replica,
     the_idle_watchdog_acts_under_a_turn_of_its_own,
     a_stale_copy_s_idle_watchdog_waits_for_the_turn_and_is_dropped_without_a_word,
+    a_checkpoint_write_that_fails_ends_the_conversation_like_a_lost_turn,
+    a_wait_s_timeout_restarts_on_the_replica_that_takes_the_chat_over,
 );
 
 const INTERRUPTED: &str = "Sorry, our conversation was interrupted. Let's start again.";
@@ -332,6 +335,134 @@ async fn a_stale_copy_s_idle_watchdog_waits_for_the_turn_and_is_dropped_without_
     assert_eq!(b.provider.texts_to("c"), ["b did slow"]);
     assert_eq!(a.provider.texts_to("c"), ["Your email?"], "no nudge from the stale copy");
     assert_eq!(outcomes(&a), [HandoverOutcome::Dropped]);
+}
+
+/// A persistent sign-up flow: a name, an age, then thanks.
+fn signup() -> Flow {
+    Flow::new("signup")
+        .trigger(Trigger::keyword("signup"))
+        .persistent()
+        .ask(Ask::new("name", "Name?"))
+        .ask(Ask::new("age", "Age?"))
+        .do_step("done", |c| async move {
+            let name: String = c.get("name").unwrap_or_default();
+            let age: String = c.get("age").unwrap_or_default();
+            c.send(format!("Thanks {name}, {age}")).await?;
+            Ok::<_, BotError>(Step::End)
+        })
+}
+
+/// How each of `r`'s conversations ended.
+fn ended(r: &Replica) -> Vec<EndReason> {
+    r.rec
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ConversationEnded { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A checkpoint write that returns an error (the store answered, and failed; not a write that
+/// hangs) ends the conversation on that replica as a lost turn does: its copy in memory is
+/// gone, the store's checkpoint stays for whoever holds the chat next, and the message whose
+/// effect it was to store is handed back, so the next holder handles it first, from that
+/// checkpoint, and then the user's next message in its place.
+async fn a_checkpoint_write_that_fails_ends_the_conversation_like_a_lost_turn(
+    backend: &impl Backend,
+) {
+    let store = Arc::new(FaultyStore::new(backend.store()));
+    let durable = |b: BotBuilder| {
+        b.durability(Durability::new().replay_every(Duration::from_millis(100))).flow(signup())
+    };
+    let a_store = Arc::clone(&store);
+    let a = replica(
+        backend,
+        "a",
+        TestProvider::new(),
+        |c| c,
+        move |b| durable(b).store(a_store as Arc<dyn Store>),
+    )
+    .await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, durable).await;
+    a.provider.say("c", "signup");
+    a.provider.settled(&a.bot).await;
+    store.fail_checkpoint_writes(1);
+    a.provider.say("c", "Ada");
+    a.provider.settled(&a.bot).await;
+    assert_eq!(ended(&a), [EndReason::Suspended], "a's copy ended, as under a lost turn");
+    let failures: Vec<Option<ErrorKind>> =
+        a.rec.errors().iter().map(|e| e.as_contract().map(Error::kind)).collect();
+    assert_eq!(failures, [Some(ErrorKind::Store)], "the failed write is reported");
+    // Ids of its own: each test provider numbers its messages from one.
+    assert!(b.provider.inject(Inbound::text("test", "b1", "c", "36")));
+    b.provider.settled(&b.bot).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.provider.settled(&a.bot).await;
+    b.provider.settled(&b.bot).await;
+    let all = [a.provider.texts_to("c"), b.provider.texts_to("c")].concat();
+    assert_eq!(
+        all.iter().filter(|t| t.starts_with("Thanks")).collect::<Vec<_>>(),
+        ["Thanks Ada, 36"],
+        "the handed-back answer and the next message each on their question: {all:?}"
+    );
+    assert_eq!(all.iter().filter(|t| *t == "Name?").count(), 1, "{all:?}");
+    assert!(
+        backend.store().journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
+        "all acknowledged"
+    );
+}
+
+/// A wait's timeout starts again on the replica that takes the chat over: the flow waited for
+/// a size for most of its timeout on a, then the chat moved to b with an answer that is not a
+/// size, and b asked again. The timeout fires on b a whole timeout after b's question, and a,
+/// whose own timer comes due first, says nothing.
+async fn a_wait_s_timeout_restarts_on_the_replica_that_takes_the_chat_over(backend: &impl Backend) {
+    // Long enough beside a real Redis round trip and a loaded machine's scheduling that the
+    // two deadlines, a's and b's, stay well apart.
+    const TIMEOUT: Duration = Duration::from_secs(4);
+    const TIMED_OUT: &str = "This conversation timed out. Send a message to start again.";
+    let flow = || {
+        Flow::new("order")
+            .trigger(Trigger::keyword("order"))
+            .persistent()
+            .timeout(TIMEOUT)
+            .ask(Ask::new("size", "Size?").choices(["S", "M", "L"]))
+            .do_step("done", |c| async move {
+                let size: String = c.get("size").unwrap_or_default();
+                c.send(format!("One {size}")).await?;
+                Ok::<_, BotError>(Step::End)
+            })
+    };
+    let a = replica(backend, "a", TestProvider::new(), |c| c, |b| b.flow(flow())).await;
+    let b = replica(backend, "b", TestProvider::new(), |c| c, |b| b.flow(flow())).await;
+    a.provider.say("c", "order");
+    a.provider.settled(&a.bot).await;
+    let asked_on_a = Instant::now();
+    tokio::time::sleep(TIMEOUT * 5 / 8).await;
+    // Ids of its own: each test provider numbers its messages from one.
+    assert!(b.provider.inject(Inbound::text("test", "b1", "c", "XL")));
+    b.provider.settled(&b.bot).await;
+    let asked_on_b = Instant::now();
+    let b_asked = b.provider.texts_to("c");
+    assert_eq!(b_asked, ["Please answer with one of: S, M, L"], "b asked again");
+    // a's deadline passes: nothing times out, on either replica.
+    tokio::time::sleep_until(asked_on_a + TIMEOUT + TIMEOUT / 4).await;
+    a.provider.settled(&a.bot).await;
+    let said = |r: &Replica| r.provider.texts_to("c").iter().filter(|t| *t == TIMED_OUT).count();
+    assert_eq!((said(&a), said(&b)), (0, 0), "no timeout a whole timeout after a asked");
+    // b's own deadline: a whole timeout after b asked.
+    let fired = tokio::time::timeout(TIMEOUT * 2, async {
+        while said(&b) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    assert!(fired.await.is_ok(), "b's timeout never fired");
+    let after = asked_on_b.elapsed();
+    assert!(after >= TIMEOUT, "b's timeout fired {after:?} after b asked, before its time");
+    assert_eq!((said(&a), said(&b)), (0, 1), "one timeout, from b");
+    assert!(ended(&b).contains(&EndReason::Timeout), "{:?}", ended(&b));
 }
 
 /// What a handler's calls return once Redis is gone.
