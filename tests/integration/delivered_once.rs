@@ -1,7 +1,7 @@
 //! Transports whose platform never delivers a message again (a Discord gateway): what they
 //! hand in while the bot stops, or after their transport stopped here, is answered or, with
-//! durability, kept for whoever handles the chat next; never refused into loss. And a message
-//! of an exclusive transport runs only on the replica that runs the transport.
+//! durability, kept for whoever handles the chat next; never refused into loss. And an
+//! exclusive transport acts, and its messages run, only on the replica that runs it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +18,7 @@ use crate::replicas::replica;
 use crate::support::Recorder;
 
 on_both_backends!(
+    an_intake_holds_its_transport_only_while_the_replica_runs_it_and_its_leases_hold,
     a_message_of_an_exclusive_transport_handed_back_runs_only_on_the_replica_that_runs_it,
     a_reply_refused_on_a_standby_hands_the_message_to_the_leader_without_counting_an_attempt,
 );
@@ -226,4 +227,26 @@ async fn a_reply_refused_on_a_standby_hands_the_message_to_the_leader_without_co
         backend.store().journal().unwrap().inbox_pending(10).await.unwrap().is_empty(),
         "acknowledged"
     );
+}
+
+/// A poller asks its intake before each request on its session: it holds the transport while
+/// this replica runs it and its leases hold, not once its heartbeats stopped landing (another
+/// replica may take the transport over then), nor once the transport stopped here.
+async fn an_intake_holds_its_transport_only_while_the_replica_runs_it_and_its_leases_hold(
+    backend: &impl Backend,
+) {
+    let a = replica(backend, "a", once(Capabilities::exclusive()), |c| c, |b| b).await;
+    tokio::time::timeout(Duration::from_secs(10), a.bot.ready()).await.unwrap();
+    let intake = a.provider.intake().unwrap();
+    assert!(intake.holds_transport(), "the leader holds it");
+    a.coordinator.set_stalled(true);
+    let gave_up = tokio::time::timeout(Duration::from_secs(10), async {
+        while intake.holds_transport() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    assert!(gave_up.await.is_ok(), "still held with no heartbeat landing");
+    a.coordinator.set_stalled(false);
+    a.bot.stop().await.unwrap();
+    assert!(!intake.holds_transport(), "not once the transport stopped");
 }

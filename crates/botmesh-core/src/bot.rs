@@ -125,6 +125,14 @@ impl Admit for Admission {
             false => Verdict::Unavailable,
         }
     }
+
+    fn holds_transport(&self) -> bool {
+        let Some(inner) = self.bot.upgrade() else { return false };
+        let providers = &inner.shared.providers;
+        // Still held while a stop drains the chats: their replies go out through it.
+        providers.get(&self.provider).is_some_and(|t| providers.is_up(t))
+            && !inner.shared.coordination.as_ref().is_some_and(|c| c.stalled())
+    }
 }
 
 /// What the platform is answered for a message handed to [`Dispatcher::accept`].

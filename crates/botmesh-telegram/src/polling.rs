@@ -66,6 +66,16 @@ pub(crate) async fn run(
         u32::try_from(timeout.clamp(Duration::from_secs(1), MAX_POLL).as_secs()).unwrap_or(1);
     let mut failing_since: Option<tokio::time::Instant> = None;
     while !*stop.borrow() {
+        if !intake.holds_transport() {
+            // This replica's leases lapsed (a long pause) or the session moved: another
+            // replica may poll now, and a second `getUpdates` would cut its poll short (a 409).
+            // The bot stops this loop soon; until then it asks nothing.
+            tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(Duration::from_millis(50)) => continue,
+            }
+        }
         let ask = inner.bot.get_updates().offset(next).timeout(wait).allowed_updates(allowed());
         let asked = tokio::select! {
             biased;

@@ -72,6 +72,12 @@ impl fmt::Display for Verdict {
 pub trait Admit: Send + Sync + 'static {
     /// Queues `message` and answers once its sender may acknowledge it, or why not.
     async fn admit(&self, message: Inbound) -> Verdict;
+
+    /// Whether the transport may still act here (see [`Intake::holds_transport`]). `true`
+    /// unless the implementation knows better.
+    fn holds_transport(&self) -> bool {
+        true
+    }
 }
 
 /// The handle through which a provider hands messages to the bot and waits for the
@@ -123,6 +129,10 @@ impl Intake {
             async fn admit(&self, _: Inbound) -> Verdict {
                 Verdict::Unavailable
             }
+
+            fn holds_transport(&self) -> bool {
+                false
+            }
         }
         Self::new(provider, Arc::new(Closed))
     }
@@ -130,6 +140,16 @@ impl Intake {
     /// The id of the provider this intake belongs to.
     pub fn provider(&self) -> &str {
         &self.provider
+    }
+
+    /// Whether the transport may still act on its platform session from here: `false` once
+    /// it was moved to another replica, once this replica's leases lapsed (a long pause, a lost
+    /// backend: another replica may have taken the transport over), or once it stopped here.
+    /// A provider whose platform allows one session at a time (a poller, a gateway) asks right
+    /// before each request it makes on the session, and makes none while it is `false`: the
+    /// bot stops the transport soon after. Answered from memory, without a round trip.
+    pub fn holds_transport(&self) -> bool {
+        self.admit.holds_transport()
     }
 
     /// Hands `message` to the bot and waits until it is safe here, or refused. The message is
