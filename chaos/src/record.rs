@@ -17,8 +17,13 @@ pub fn now_ns() -> u64 {
     secs * 1_000_000_000 + nanos
 }
 
-/// The id of the webhook provider the replicas run.
+/// The id of the webhook provider the replicas run (a shared transport: every replica
+/// receives).
 pub const PROVIDER: &str = "chaos-webhook";
+
+/// The id of the polling provider the replicas run (an exclusive transport: one session at a
+/// time, on the elected replica).
+pub const POLL_PROVIDER: &str = "chaos-poll";
 
 /// The chat id of chat number `chat`.
 pub fn chat_id(chat: u32) -> String {
@@ -30,9 +35,11 @@ pub fn parse_chat_id(id: &str) -> Option<u32> {
     id.strip_prefix('c')?.parse().ok()
 }
 
-/// The chat back from a chat key (`chaos-webhook:c12`), or from a store key of the chat.
+/// The chat back from a chat key (`chaos-webhook:c12`, `chaos-poll:c13`), or from a store key
+/// of the chat.
 pub fn chat_of_key(key: &str) -> Option<u32> {
-    parse_chat_id(key.strip_prefix(PROVIDER)?.strip_prefix(':')?)
+    let rest = key.strip_prefix(PROVIDER).or_else(|| key.strip_prefix(POLL_PROVIDER))?;
+    parse_chat_id(rest.strip_prefix(':')?)
 }
 
 /// The message id of message `seq` of chat `chat`: what a webhook sender retries with.
@@ -44,6 +51,38 @@ pub fn message_id(chat: u32, seq: u32) -> String {
 pub fn parse_message_id(id: &str) -> Option<(u32, u32)> {
     let (chat, seq) = id.strip_prefix('c')?.split_once('-')?;
     Some((chat.parse().ok()?, seq.parse().ok()?))
+}
+
+/// A request of a polling session to the platform: open one, or close it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionRequest {
+    /// The replica that opens it.
+    #[serde(default)]
+    pub replica: String,
+    /// The session to close (0 to open one).
+    #[serde(default)]
+    pub session: u64,
+}
+
+/// A long poll of a session: confirms every update before `offset`, and waits up to
+/// `timeout_ms` for the updates from there on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Poll {
+    /// The session that polls.
+    pub session: u64,
+    /// The first update not taken yet.
+    pub offset: u64,
+    /// How long the platform holds the poll while it has nothing new.
+    pub timeout_ms: u64,
+}
+
+/// An update a poll returns: a user's message, numbered in the platform's queue.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Update {
+    /// Its place in the platform's queue: a poll from `id + 1` confirms it.
+    pub id: u64,
+    /// The message.
+    pub delivery: Delivery,
 }
 
 /// The body of a webhook delivery, from the load generator to a replica.
@@ -180,6 +219,16 @@ pub enum Record {
         replica: String,
         /// How many tickets the call took.
         count: usize,
+        /// When.
+        t: u64,
+    },
+    /// The polling transport lets a poll of `session` go to the platform now: its session is
+    /// still the replica's, as far as it can tell (`Intake::holds_transport`).
+    Polling {
+        /// The session.
+        session: u64,
+        /// The replica.
+        replica: String,
         /// When.
         t: u64,
     },

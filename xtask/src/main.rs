@@ -11,7 +11,7 @@
 //! - `chaos [OPTIONS]`: the chaos harness (`chaos/`): replica processes on a private Redis,
 //!   webhook traffic, injected faults, and a checker of the history; the report goes to
 //!   `target/chaos/report.json`. `cargo xtask chaos --help` lists the options. `test` runs a
-//!   two-minute chaos run of replica crashes and freezes and an emptied Redis.
+//!   short chaos run of every fault on both transports.
 //! - `ci`: fmt, clippy, each feature of each library crate on its own (cargo-hack), the
 //!   libraries on the MSRV toolchain (the root manifest's `rust-version`), test, docs, deny and
 //!   package, as the GitHub workflow runs them.
@@ -214,8 +214,10 @@ fn test(filters: &[&str]) -> Result<()> {
             }
         }
 
-        // 100 seconds of every fault (replica kills and freezes, a frozen Redis, killed
-        // connections, Redis restarted empty), failing on any violation inside the guarantees.
+        // 100 seconds of every fault (replica kills, freezes and starves, a frozen Redis,
+        // killed connections, Redis restarted empty) on both transports at once (the webhook
+        // every replica serves, the polling session one replica holds), failing on any
+        // violation inside the guarantees.
         match chaos(&[
             "--duration",
             "100",
@@ -225,6 +227,8 @@ fn test(filters: &[&str]) -> Result<()> {
             "20",
             "--faults",
             "all",
+            "--transport",
+            "both",
         ]) {
             Ok(()) => passed += 1,
             Err(e) => {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::{Fault, FaultKind, Sent};
+use super::input::{Fault, Polled, Sent};
 use crate::record::Record;
 
 /// How long an acknowledgement may take from the replica that sent it to the load generator,
@@ -22,12 +22,18 @@ pub(super) struct LetGo<'a> {
     taken: HashMap<(u32, u32, &'a str), Vec<u64>>,
     /// Ticket calls, by (chat, replica).
     ticketed: HashMap<(u32, &'a str), Vec<u64>>,
+    /// Polls, by session.
+    polls: HashMap<u64, Vec<u64>>,
 }
 
 impl<'a> LetGo<'a> {
     pub(super) fn new(history: &'a [Record]) -> Self {
-        let mut let_go =
-            Self { sends: HashMap::new(), taken: HashMap::new(), ticketed: HashMap::new() };
+        let mut let_go = Self {
+            sends: HashMap::new(),
+            taken: HashMap::new(),
+            ticketed: HashMap::new(),
+            polls: HashMap::new(),
+        };
         for r in history {
             match r {
                 Record::Sending { chat, seq, kind, fence, replica, t } => let_go
@@ -40,6 +46,9 @@ impl<'a> LetGo<'a> {
                 }
                 Record::Ticketed { chat, replica, t, .. } => {
                     let_go.ticketed.entry((*chat, replica.as_str())).or_default().push(*t);
+                }
+                Record::Polling { session, t, .. } => {
+                    let_go.polls.entry(*session).or_default().push(*t);
                 }
                 _ => {}
             }
@@ -54,12 +63,16 @@ impl<'a> LetGo<'a> {
         let Some(let_go) = self.sends.get(&key).and_then(|ts| latest(ts, s.t)) else {
             return false;
         };
-        faults.iter().any(|f| {
-            f.kind == FaultKind::Stop
-                && f.replica.as_deref() == Some(s.replica.as_str())
-                && let_go <= f.t
-                && f.t <= s.t
-        })
+        stopped_between(faults, &s.replica, let_go, s.t)
+    }
+
+    /// Whether poll `p` was let go before a stop of its replica began and reached the platform
+    /// after.
+    pub(super) fn poll_across_stop(&self, faults: &[Fault], p: &Polled) -> bool {
+        let Some(let_go) = self.polls.get(&p.session).and_then(|ts| latest(ts, p.start)) else {
+            return false;
+        };
+        stopped_between(faults, &p.replica, let_go, p.start)
     }
 
     /// By when `replica` had decided to take message `seq` of `chat`, acknowledged at `acked`:
@@ -72,6 +85,15 @@ impl<'a> LetGo<'a> {
         let ticketed = self.ticketed.get(&(chat, replica)).and_then(|ts| latest(ts, acked));
         accepted.into_iter().chain(ticketed).min()
     }
+}
+
+/// Whether `replica` was stopped (a stop, or a burst of a starve) at some moment from `from`
+/// to `to`.
+fn stopped_between(faults: &[Fault], replica: &str, from: u64, to: u64) -> bool {
+    faults
+        .iter()
+        .filter(|f| f.replica.as_deref() == Some(replica))
+        .any(|f| f.stops().into_iter().any(|t| from <= t && t <= to))
 }
 
 /// The latest of the moments `ts` no later than `until`.

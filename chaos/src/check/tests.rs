@@ -1,6 +1,7 @@
 //! The checker's rules, each on a small history.
 
 use super::*;
+use crate::record::Record;
 
 const MS: u64 = 1_000_000;
 
@@ -17,7 +18,15 @@ fn acked(chat: u32, seq: u32, replica: &str, t: u64) -> Acked {
 }
 
 fn fault(kind: FaultKind, replica: Option<&str>, t: u64, t_end: u64) -> Fault {
-    Fault { kind, replica: replica.map(Into::into), at_ms: 0, lasted_ms: 0, t, t_end }
+    Fault {
+        kind,
+        replica: replica.map(Into::into),
+        at_ms: 0,
+        lasted_ms: 0,
+        t,
+        t_end,
+        bursts: Vec::new(),
+    }
 }
 
 fn clean() -> Run {
@@ -213,4 +222,85 @@ fn a_kill_s_takeover_is_the_wait_until_its_chats_move() {
     run.sent.push(sent(1, 2, "b", 3, 1550 * MS));
     run.faults.push(fault(FaultKind::Kill, Some("a"), 50 * MS, 60 * MS));
     assert_eq!(run.check().takeover_max_ms, 1500);
+}
+
+fn session(id: u64, replica: &str, opened: u64, closed: Option<u64>) -> Session {
+    Session { id, replica: replica.into(), opened, closed }
+}
+
+fn polled(session: u64, replica: &str, start: u64, end: u64) -> Polled {
+    Polled { session, replica: replica.into(), start, end }
+}
+
+/// a polls, stops and closes its session; b opens one after and polls.
+fn handed_over() -> Run {
+    Run {
+        sessions: vec![session(1, "a", 0, Some(100 * MS)), session(2, "b", 200 * MS, None)],
+        polls: vec![polled(1, "a", MS, 90 * MS), polled(2, "b", 210 * MS, 500 * MS)],
+        lease_ms: 1000,
+        durability: true,
+        ..Run::default()
+    }
+}
+
+#[test]
+fn sessions_handed_over_one_after_the_other_do_not_overlap() {
+    let report = handed_over().check();
+    assert_eq!(report.transport_overlaps, 0, "{report:?}");
+    assert_eq!(report.polling_sessions, 2);
+}
+
+#[test]
+fn a_poll_of_a_superseded_session_is_a_transport_overlap() {
+    let mut run = handed_over();
+    // a woke up and polled once more after b's session opened.
+    run.polls.push(polled(1, "a", 300 * MS, 310 * MS));
+    let report = run.check();
+    assert_eq!(report.transport_overlaps, 1);
+    assert_eq!(report.violations(), 1);
+}
+
+#[test]
+fn a_poll_still_in_flight_when_another_session_opened_is_an_overlap() {
+    let mut run = handed_over();
+    run.polls[0].end = 250 * MS;
+    assert_eq!(run.check().transport_overlaps, 1);
+}
+
+#[test]
+fn a_poll_let_go_before_its_replica_was_stopped_is_counted_apart() {
+    let mut run = handed_over();
+    run.polls.push(polled(1, "a", 300 * MS, 310 * MS));
+    run.history.push(Record::Polling { session: 1, replica: "a".into(), t: 95 * MS });
+    run.faults.push(fault(FaultKind::Stop, Some("a"), 96 * MS, 290 * MS));
+    let report = run.check();
+    assert_eq!(report.transport_overlaps, 0);
+    assert_eq!(report.outside_guarantees.polls_across_stops, 1);
+}
+
+#[test]
+fn a_starve_excuses_only_what_was_let_go_before_one_of_its_bursts() {
+    let mut run = clean();
+    run.history.push(sending(1, 0, "a", 1, 5 * MS));
+    let mut starve = fault(FaultKind::Starve, Some("a"), 2 * MS, 40 * MS);
+    starve.bursts = vec![(2 * MS, 3 * MS), (8 * MS, 9 * MS)];
+    run.faults.push(starve);
+    // Let go at 5 ms, after the first burst; a burst at 8 ms, then the platform got it.
+    run.sent[0].t = 25 * MS;
+    let report = run.check();
+    assert_eq!((report.overlaps, report.outside_guarantees.overlaps), (0, 1), "{report:?}");
+    // With no burst between its let-go and its arrival, nothing excuses it.
+    run.faults[0].bursts = vec![(2 * MS, 3 * MS)];
+    let report = run.check();
+    assert_eq!((report.overlaps, report.outside_guarantees.overlaps), (1, 0), "{report:?}");
+}
+
+#[test]
+fn a_transport_takeover_is_timed_from_the_kill_of_the_polling_replica() {
+    let mut run = handed_over();
+    run.sessions[0].closed = None;
+    run.faults.push(fault(FaultKind::Kill, Some("a"), 100 * MS, 150 * MS));
+    let report = run.check();
+    assert_eq!(report.transport_takeovers_ms, [110]);
+    assert_eq!(report.transport_takeover_max_ms, 110);
 }

@@ -1,48 +1,52 @@
 //! One replica of the chaos bot, run as its own process by `botmesh-chaos`.
 //!
-//! It serves a webhook endpoint on a loopback port (a shared session: every replica receives),
-//! keeps its state in a `RedisStore` and coordinates through a `RedisCoordinator` on the run's
-//! private `redis-server`, and sends its replies to the harness's fake platform API. The bot has
-//! a persistent two-question flow (`form`) and a free-form echo; every message it takes and
-//! every checkpoint write that lands is appended to the replica's history file.
+//! It keeps its state in a `RedisStore` and coordinates through a `RedisCoordinator` on the
+//! run's private Redis, and runs one transport or both (`--transport`):
+//! - `shared`: a webhook endpoint on a loopback port, which every replica serves
+//!   (`webhook.rs`);
+//! - `exclusive`: a long-polling session on the harness's platform, held by the elected replica
+//!   only (`poller.rs`);
+//! - `both`: the two at once, each elected on its own.
+//!
+//! Replies go to the harness's platform API (`platform.rs`). The bot has a persistent
+//! two-question flow (`form`) and a free-form echo; every message it takes, every poll, every
+//! grant and every checkpoint write that lands is appended to the replica's history file
+//! (`log.rs`, `recording.rs`).
 //!
 //! ```text
 //! chaos-replica --id r1 --redis redis://127.0.0.1:PORT/ --port 8001 \
-//!     --platform http://127.0.0.1:8000 --history r1.jsonl --lease-ms 2000 --durability on
+//!     --platform http://127.0.0.1:8000 --history r1.jsonl --lease-ms 2000 --durability on \
+//!     --transport both
 //! ```
 //!
 //! `--id` defaults to the `HOSTNAME` variable (a container's name), `--history` to none,
-//! `--bind` to `127.0.0.1`, `--lease-ms` to 15000 and `--durability` to `on`; this is how
-//! `examples/compose` runs it.
+//! `--bind` to `127.0.0.1`, `--lease-ms` to 15000, `--durability` to `on` and `--transport` to
+//! `shared`; this is how `examples/compose` runs it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::Router;
 use axum::routing::post;
-use axum::{Json, Router};
-use botmesh_chaos::record::{
-    Delivery, History, PROVIDER, PlatformSend, Record, Reply, chat_id, chat_of_key, message_id,
-    now_ns, parse_chat_id, parse_message_id,
-};
-use botmesh_coord::{CoordinationConfig, ProviderSession};
-use botmesh_core::traits::{
-    Capabilities, InboundStream, Intake, Provider, ProviderEvent, async_trait,
-};
-use botmesh_core::{
-    Bot, BotError, ConvCtx, Ctx, Durability, Error, Event, Flow, Inbound, Outbound, SendReceipt,
-    Step, TransportStatus, Trigger,
-};
+use botmesh_chaos::record::{History, Record, Reply, now_ns, parse_message_id};
+use botmesh_coord::CoordinationConfig;
+use botmesh_core::{Bot, BotError, ConvCtx, Ctx, Durability, Flow, Step, Trigger};
 use botmesh_redis_store::{RedisOptions, RedisStore};
 use botmesh_traits::webhook::IntakeSlot;
-use futures_util::StreamExt;
 
+mod log;
+mod platform;
+mod poller;
 mod recording;
+mod webhook;
 
+use log::Log;
+use platform::Platform;
+use poller::Poller;
 use recording::{Granted, Recorded};
+use webhook::Webhook;
 
 /// The key prefix every replica of a run shares.
 const PREFIX: &str = "chaos";
@@ -56,6 +60,10 @@ struct Args {
     history: Option<PathBuf>,
     lease: Duration,
     durability: bool,
+    /// Whether it serves the webhook (shared) transport.
+    shared: bool,
+    /// Whether it runs the polling (exclusive) transport.
+    exclusive: bool,
 }
 
 fn args() -> Result<Args> {
@@ -85,129 +93,13 @@ fn args() -> Result<Args> {
             "off" => false,
             other => bail!("--durability is on or off, not {other}"),
         },
+        shared: matches!(or("transport", "shared").as_str(), "shared" | "both"),
+        exclusive: match or("transport", "shared").as_str() {
+            "shared" => false,
+            "exclusive" | "both" => true,
+            other => bail!("--transport is shared, exclusive or both, not {other}"),
+        },
     })
-}
-
-/// The webhook transport: messages arrive on the HTTP endpoint and go through the bot's intake,
-/// which says what to answer the sender; sends go to the platform API.
-struct Webhook {
-    replica: String,
-    platform: String,
-    client: reqwest::Client,
-    slot: IntakeSlot,
-    log: Log,
-}
-
-#[async_trait]
-impl Provider for Webhook {
-    fn id(&self) -> &str {
-        PROVIDER
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::shared()
-    }
-
-    async fn start(&self, intake: Intake) -> botmesh_core::traits::Result<InboundStream> {
-        // Deliveries reach the bot through the intake; the stream only reports the status and
-        // ends on stop.
-        self.slot.open(intake);
-        let open =
-            futures_util::stream::once(async { ProviderEvent::Status(TransportStatus::Open) });
-        let end = futures_util::stream::once(self.slot.closed()).filter_map(|()| async { None });
-        Ok(Box::pin(open.chain(end)))
-    }
-
-    async fn stop(&self) -> botmesh_core::traits::Result<()> {
-        self.slot.close();
-        Ok(())
-    }
-
-    async fn send(&self, message: &Outbound) -> botmesh_core::traits::Result<SendReceipt> {
-        let body = PlatformSend {
-            replica: self.replica.clone(),
-            chat: message.chat.as_str().to_owned(),
-            text: message.text_body().unwrap_or_default().to_owned(),
-        };
-        let failed = |e: reqwest::Error| Error::Provider {
-            provider: PROVIDER.to_owned(),
-            op: "send",
-            source: Box::new(e),
-        };
-        self.log.sending(&body.chat, &body.text);
-        let mut request = self.client.post(format!("{}/send", self.platform)).json(&body);
-        if let Some(key) = &message.idempotency_key {
-            request = request.header("idempotency-key", key);
-        }
-        request.send().await.and_then(reqwest::Response::error_for_status).map_err(failed)?;
-        Ok(SendReceipt::new(None))
-    }
-
-    fn status(&self) -> TransportStatus {
-        TransportStatus::Open
-    }
-}
-
-/// What the bot's handlers need to write their history.
-#[derive(Clone)]
-struct Log {
-    history: Arc<History>,
-    replica: String,
-}
-
-impl Log {
-    /// Writes down what the bot reported about a chat, when it is worth reading afterwards.
-    fn note(&self, event: &Event) {
-        let key = match event {
-            Event::TakenOver { key, .. }
-            | Event::Duplicate { key, .. }
-            | Event::LeaseLost { key, .. } => Some(key.to_string()),
-            Event::SendSkipped { chat, .. } => Some(chat.to_string()),
-            Event::Error { key, .. } => key.as_ref().map(ToString::to_string),
-            _ => return,
-        };
-        let chat = key.as_deref().and_then(chat_of_key);
-        self.history.write(&Record::Note {
-            chat,
-            replica: self.replica.clone(),
-            text: format!("{event:?}"),
-            t: now_ns(),
-        });
-    }
-
-    /// Writes down that the reply with `text` to `chat` is handed to the HTTP client now.
-    fn sending(&self, chat: &str, text: &str) {
-        let (Some(chat), Some(reply)) = (parse_chat_id(chat), Reply::parse(text)) else {
-            return;
-        };
-        self.history.write(&Record::Sending {
-            chat,
-            seq: reply.seq,
-            kind: reply.kind,
-            fence: reply.fence,
-            replica: self.replica.clone(),
-            t: now_ns(),
-        });
-    }
-
-    /// Writes down that delivery `seq` of `chat` was taken, at `t`.
-    fn accepted(&self, chat: u32, seq: u32, t: u64) {
-        self.history.write(&Record::Accepted { chat, seq, replica: self.replica.clone(), t });
-    }
-
-    /// Writes down that message `id` was taken as `kind` under `fence`, and returns its number.
-    fn handled(&self, id: &str, kind: &str, fence: Option<u64>) -> Option<u32> {
-        let (chat, seq) = parse_message_id(id)?;
-        self.history.write(&Record::Handled {
-            chat,
-            seq,
-            kind: kind.to_owned(),
-            replica: self.replica.clone(),
-            fence: fence.unwrap_or(0),
-            t: now_ns(),
-        });
-        Some(seq)
-    }
 }
 
 /// A little work before answering, so that turns last long enough to overlap if the
@@ -271,20 +163,6 @@ async fn echo(log: Log, ctx: Ctx) -> Result<(), BotError> {
     Ok(())
 }
 
-async fn webhook(
-    State((slot, log)): State<(IntakeSlot, Log)>,
-    Json(d): Json<Delivery>,
-) -> Response {
-    let inbound = Inbound::text(PROVIDER, message_id(d.chat, d.seq), chat_id(d.chat), d.body);
-    let verdict = slot.accept(inbound).await;
-    if verdict.is_taken() {
-        log.accepted(d.chat, d.seq, now_ns());
-    } else {
-        tracing::warn!(verdict = %verdict, "refused a delivery; the sender retries");
-    }
-    verdict.into_response()
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
@@ -316,34 +194,39 @@ async fn main() -> Result<()> {
         replica: args.id.clone(),
     };
     let coordinator = Granted { inner: coordinator, history, replica: args.id.clone() };
-    let coordination =
-        CoordinationConfig::new(coordinator).provider_session(ProviderSession::Shared).build();
-    let provider = Webhook {
-        replica: args.id.clone(),
-        platform: args.platform.clone(),
+    // Each transport as its capabilities say: the webhook on every replica, the poller on the
+    // one elected for it.
+    let coordination = CoordinationConfig::new(coordinator).build();
+    let platform = Platform {
+        url: args.platform.clone(),
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()
             .context("building the HTTP client")?,
-        slot: IntakeSlot::new(),
         log: log.clone(),
     };
-    let slot = (provider.slot.clone(), log.clone());
+    let slot = IntakeSlot::new();
     let (echo_log, note_log) = (log.clone(), log.clone());
     let mut builder = Bot::builder()
         .on(move |event| note_log.note(event))
-        .provider(provider)
         .store(Arc::new(store))
         .coordination(coordination)
         .flow(form(&log))
         .on_message(move |ctx| echo(echo_log.clone(), ctx));
+    if args.shared {
+        builder = builder.provider(Webhook { platform: platform.clone(), slot: slot.clone() });
+    }
+    if args.exclusive {
+        builder = builder.provider(Poller::new(platform, args.lease));
+    }
     if args.durability {
         builder = builder.durability(Durability::new().replay_every(args.lease / 8));
     }
     let bot = builder.build().context("building the bot")?;
     bot.start().await.context("starting the bot")?;
 
-    let app = Router::new().route("/webhook", post(webhook)).with_state(slot);
+    // Served with either transport: the harness waits for the port to know the replica is up.
+    let app = Router::new().route("/webhook", post(webhook::webhook)).with_state((slot, log));
     let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port))
         .await
         .with_context(|| format!("binding port {}", args.port))?;
