@@ -25,6 +25,9 @@
 //! - [`RedisServer`] and [`RedisCluster`]: private `redis-server` processes on free loopback
 //!   ports, with kill, restart and pause controls, so that fault tests never touch the
 //!   machine's shared Redis.
+//! - [`RedisSentinels`]: a private Sentinel topology (a master, its replica and three
+//!   `redis-sentinel` processes) with failover, master kill, revival and empty-restart
+//!   controls, for tests of what a failover does to a bot.
 //! - [`MongoServer`]: a private MongoDB wire-protocol server (`mockupdb` speaking the protocol,
 //!   `mongomock` keeping the data) on a free loopback port, since no real `mongod` runs on the
 //!   development machines.
@@ -106,6 +109,7 @@ mod memory_coordinator;
 pub mod meta;
 mod mongo_server;
 mod provider_conformance;
+mod redis_sentinel;
 mod redis_server;
 mod sent_log;
 #[cfg(feature = "telegram")]
@@ -129,6 +133,7 @@ pub use memory_coordinator::{MemoryCoordinationHub, MemoryCoordinator};
 pub use meta::GraphServer;
 pub use mongo_server::MongoServer;
 pub use provider_conformance::{ProviderHarness, provider_conformance};
+pub use redis_sentinel::RedisSentinels;
 pub use redis_server::{RedisCluster, RedisServer};
 #[cfg(feature = "telegram")]
 pub use telegram::TelegramServer;

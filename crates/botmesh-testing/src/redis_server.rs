@@ -20,7 +20,7 @@ pub struct RedisServer {
 }
 
 /// Picks a loopback port that is free now, and whose cluster bus port (`port + 10000`) is too.
-fn free_port() -> io::Result<u16> {
+pub(crate) fn free_port() -> io::Result<u16> {
     for _ in 0..100 {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
@@ -42,7 +42,7 @@ fn ask(port: u16, command: &[u8]) -> Option<TcpStream> {
 
 /// Whether a server answers on `port` and is process `pid` (its `INFO server` says so). A
 /// server that wants a password cannot be asked; it counts as ours while our process runs.
-fn serves_as(port: u16, pid: u32) -> bool {
+pub(crate) fn serves_as(port: u16, pid: u32) -> bool {
     let Some(mut s) = ask(port, b"INFO server\r\n") else { return false };
     let mut reply = Vec::new();
     let mut buf = [0u8; 1024];
@@ -62,7 +62,11 @@ fn serves_as(port: u16, pid: u32) -> bool {
     false
 }
 
-fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) -> io::Result<()> {
+pub(crate) fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut ready: impl FnMut() -> bool,
+) -> io::Result<()> {
     let deadline = Instant::now() + timeout;
     while !ready() {
         if Instant::now() > deadline {
@@ -257,6 +261,17 @@ impl RedisServer {
     pub fn restart(&mut self) -> io::Result<()> {
         self.kill();
         self.spawn()
+    }
+
+    /// Replaces the extra arguments the next [`restart`](Self::restart) starts the server
+    /// with (a Sentinel topology restarts a node as a master, without its `--replicaof`).
+    pub(crate) fn set_args(&mut self, args: Vec<String>) {
+        self.args = args;
+    }
+
+    /// Whether the process runs (it was not killed).
+    pub(crate) fn running(&self) -> bool {
+        self.child.is_some()
     }
 
     fn signal(&self, signal: &str) -> io::Result<()> {
