@@ -6,13 +6,16 @@ use serde::Deserialize;
 
 use crate::{KeyLayout, RedisOptions};
 
-/// [`RedisOptions`] as a configuration file writes them: `url` for one server or `cluster` for
-/// the nodes of a Redis Cluster, `prefix`, and the builder's settings with durations as text.
+/// [`RedisOptions`] as a configuration file writes them: `url` for one server (or a
+/// `redis+sentinel://` URL), `cluster` for the nodes of a Redis Cluster or `sentinel` for the
+/// sentinels of a Redis they fail over, `prefix`, and the builder's settings with durations as
+/// text.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RedisOptionsText {
     url: Option<String>,
     cluster: Option<Vec<String>>,
+    sentinel: Option<SentinelText>,
     prefix: String,
     layout: Option<KeyLayout>,
     #[serde(default, with = "humantime_serde")]
@@ -25,18 +28,46 @@ pub(crate) struct RedisOptionsText {
     idle_keep: Option<Duration>,
 }
 
+/// `sentinel = { nodes = ["host:port", ...], master = "mymaster" }`, with the data nodes'
+/// `password`, the sentinels' own `sentinel_password`, and `tls` (both) if needed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SentinelText {
+    nodes: Vec<String>,
+    master: String,
+    password: Option<String>,
+    sentinel_password: Option<String>,
+    #[serde(default)]
+    tls: bool,
+}
+
 impl TryFrom<RedisOptionsText> for RedisOptions {
     type Error = &'static str;
 
     fn try_from(text: RedisOptionsText) -> Result<Self, Self::Error> {
-        let mut options = match (text.url, text.cluster) {
-            (Some(url), None) => Self::new(&url, &text.prefix),
-            (None, Some(nodes)) if !nodes.is_empty() => Self::cluster(nodes, &text.prefix),
-            (None, Some(_)) => return Err("`cluster` lists no node"),
-            (None, None) => {
-                return Err("give `url` (one server) or `cluster` (the nodes of a cluster)");
+        let mut options = match (text.url, text.cluster, text.sentinel) {
+            (Some(url), None, None) => Self::new(&url, &text.prefix),
+            (None, Some(nodes), None) if !nodes.is_empty() => Self::cluster(nodes, &text.prefix),
+            (None, Some(_), None) => return Err("`cluster` lists no node"),
+            (None, None, Some(s)) if s.nodes.is_empty() => return Err("`sentinel` lists no node"),
+            (None, None, Some(s)) if s.master.is_empty() => {
+                return Err("`sentinel` names no master");
             }
-            (Some(_), Some(_)) => return Err("give `url` or `cluster`, not both"),
+            (None, None, Some(s)) => {
+                let url = crate::conn::sentinel_url(
+                    &s.nodes,
+                    &s.master,
+                    s.tls,
+                    s.password.as_deref(),
+                    s.sentinel_password.as_deref(),
+                );
+                Self::new(&url, &text.prefix)
+            }
+            (None, None, None) => {
+                return Err("give `url` (one server), `cluster` (the nodes of a cluster) or \
+                            `sentinel` (the sentinels of a failed-over Redis)");
+            }
+            _ => return Err("give one of `url`, `cluster` and `sentinel`"),
         };
         if let Some(layout) = text.layout {
             options = options.layout(layout);
@@ -89,6 +120,32 @@ mod tests {
     }
 
     #[test]
+    fn sentinels_from_a_config_file() {
+        let o: RedisOptions = serde_json::from_str(
+            r#"{ "sentinel": { "nodes": ["10.0.0.1:26379", "10.0.0.2:26379"], "master": "mymaster",
+                               "password": "s3cret", "sentinel_password": "p4ss", "tls": true },
+                 "prefix": "shop" }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            o.urls,
+            ["rediss+sentinel://:s3cret@10.0.0.1:26379,10.0.0.2:26379/mymaster\
+              ?sentinel_password=p4ss"]
+        );
+        assert!(!o.cluster);
+        assert_eq!(o.layout, KeyLayout::Standalone);
+        let debug = format!("{o:?}");
+        assert!(!debug.contains("s3cret") && !debug.contains("p4ss"), "{debug}");
+
+        let o: RedisOptions =
+            serde_json::from_str(r#"{ "url": "redis+sentinel://h1,h2/m", "prefix": "p" }"#)
+                .unwrap();
+        assert_eq!(o.urls, ["redis+sentinel://h1,h2/m"]);
+        let o = RedisOptions::sentinel(["10.0.0.1:26379", "10.0.0.2:26380"], "mymaster", "p");
+        assert_eq!(o.urls, ["redis+sentinel://10.0.0.1:26379,10.0.0.2:26380/mymaster"]);
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_refused() {
         let bad = [
             r#"{ "url": "redis://h", "prefix": "p", "respones_timeout": "1s" }"#,
@@ -98,6 +155,11 @@ mod tests {
             r#"{ "prefix": "p" }"#,
             r#"{ "url": "redis://h", "cluster": ["redis://h"], "prefix": "p" }"#,
             r#"{ "url": "redis://h", "prefix": "p", "layout": "sharded" }"#,
+            r#"{ "sentinel": { "nodes": [], "master": "m" }, "prefix": "p" }"#,
+            r#"{ "sentinel": { "nodes": ["h:1"], "master": "" }, "prefix": "p" }"#,
+            r#"{ "sentinel": { "nodes": ["h:1"] }, "prefix": "p" }"#,
+            r#"{ "sentinel": { "nodes": ["h:1"], "master": "m", "port": 1 }, "prefix": "p" }"#,
+            r#"{ "url": "redis://h", "sentinel": { "nodes": ["h:1"], "master": "m" }, "prefix": "p" }"#,
         ];
         for text in bad {
             assert!(serde_json::from_str::<RedisOptions>(text).is_err(), "{text}");

@@ -1,21 +1,31 @@
-//! One connection type over a single server or a cluster.
+//! One connection type over a single server, a cluster, or the master Sentinel names.
 
 use std::future::Future;
 use std::time::Duration;
 
 use botmesh_traits::{BoxError, Error};
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSub};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+use tokio::sync::watch;
 
 use crate::RedisOptions;
 
+mod sentinel;
+mod sentinel_url;
+
+pub(crate) use sentinel::SentinelConn;
+pub(crate) use sentinel_url::compose as sentinel_url;
+use sentinel_url::{SentinelUrl, is_sentinel};
+
 /// A connection that reconnects by itself: a connection manager on one server, the cluster
-/// connection (which follows the slot map) on a cluster.
+/// connection (which follows the slot map) on a cluster, and a connection to the master the
+/// sentinels name (which follows failovers, see `conn/sentinel.rs`) through Sentinel.
 #[derive(Clone)]
 pub(crate) enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(SentinelConn),
 }
 
 impl ConnectionLike for Conn {
@@ -23,6 +33,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(c) => c.req_packed_command(cmd),
             Self::Cluster(c) => c.req_packed_command(cmd),
+            Self::Sentinel(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -35,6 +46,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -42,13 +54,48 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(c) => c.get_db(),
             Self::Cluster(c) => c.get_db(),
+            Self::Sentinel(c) => c.get_db(),
+        }
+    }
+}
+
+/// Where a store and its coordinators open more connections: the wake channel's
+/// subscription, and the heartbeats' own connection.
+#[derive(Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per store or coordinator, cloned when a coordinator is made: not worth a box"
+)]
+pub(crate) enum Source {
+    /// One server (or, for a subscription, any node of a cluster).
+    Client(redis::Client),
+    /// The master the sentinels name, wherever it is now.
+    Sentinel(SentinelConn),
+}
+
+impl Source {
+    /// A pub/sub connection.
+    pub(crate) async fn pubsub(&self) -> redis::RedisResult<PubSub> {
+        match self {
+            Self::Client(client) => client.get_async_pubsub().await,
+            Self::Sentinel(conn) => conn.pubsub().await,
+        }
+    }
+
+    /// Told each time the master may have moved (through Sentinel only): a subscription made
+    /// before is to be made again.
+    pub(crate) fn moved(&self) -> Option<watch::Receiver<u64>> {
+        match self {
+            Self::Client(_) => None,
+            Self::Sentinel(conn) => Some(conn.moved()),
         }
     }
 }
 
 /// Sends an idempotent command, and once more when the connection dropped under the first
-/// try (a killed connection, a failover): the connection manager reconnects on that error, and
-/// a command that may have run already does no harm running again. A timeout is not retried:
+/// try (a killed connection, a failover): the connection manager, or the Sentinel connection
+/// (through the sentinels, to the master they name now), reconnects on that error, and a
+/// command that may have run already does no harm running again. A timeout is not retried:
 /// the server may be stuck, and the caller's own bound applies.
 pub(crate) async fn idempotent<T, F, Fut>(mut send: F) -> redis::RedisResult<T>
 where
@@ -80,9 +127,13 @@ fn config_error(msg: String) -> Error {
 }
 
 impl Connect {
-    pub(crate) async fn open(&self) -> Result<(Conn, redis::Client), Error> {
+    pub(crate) async fn open(&self) -> Result<(Conn, Source), Error> {
         let first =
             self.urls.first().ok_or_else(|| config_error("no Redis URL given".to_owned()))?;
+        self.check()?;
+        if is_sentinel(first) {
+            return self.open_sentinel(first).await;
+        }
         // Errors from the driver name the host at most, never the password; ours use `redact`.
         let client = self.client(first).map_err(|e| {
             config_error(format!("invalid Redis URL {}: {:?}", redact(first), e.kind()))
@@ -111,7 +162,50 @@ impl Connect {
                     .map_err(|e| unreachable_err(first, e))?,
             ),
         };
-        Ok((conn, client))
+        Ok((conn, Source::Client(client)))
+    }
+
+    /// Settings that cannot go together.
+    fn check(&self) -> Result<(), Error> {
+        if self.cluster && self.urls.iter().any(|u| is_sentinel(u)) {
+            return Err(config_error("a Redis Cluster is not reached through Sentinel".to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Connects to the master the sentinels of `url` name.
+    async fn open_sentinel(&self, url: &str) -> Result<(Conn, Source), Error> {
+        let parsed = SentinelUrl::parse(url).map_err(|reason| {
+            config_error(format!("invalid Redis Sentinel URL {}: {reason}", redact(url)))
+        })?;
+        let master = parsed.master.clone();
+        let conn =
+            SentinelConn::connect(parsed, self.clone()).await.map_err(|e| match e.kind() {
+                redis::ErrorKind::MasterNameNotFoundBySentinel => config_error(format!(
+                    "no sentinel of {} watches a master named {master:?}",
+                    redact(url)
+                )),
+                redis::ErrorKind::InvalidClientConfig => config_error(format!(
+                    "invalid Redis Sentinel URL {}: {:?}",
+                    redact(url),
+                    e.kind()
+                )),
+                _ if refused_credentials(&e) => config_error(format!(
+                    "the master named by the sentinels of {} refuses the credentials given",
+                    redact(url)
+                )),
+                _ => unreachable_err(url, e),
+            })?;
+        Ok((Conn::Sentinel(conn.clone()), Source::Sentinel(conn)))
+    }
+
+    /// A connection of its own (for the heartbeats), from `source`.
+    pub(crate) async fn open_own(&self, source: &Source) -> Result<Conn, Error> {
+        match source {
+            Source::Sentinel(conn) => Ok(Conn::Sentinel(conn.sibling())),
+            Source::Client(client) if !self.cluster => self.open_single(client.clone()).await,
+            Source::Client(_) => self.open().await.map(|(conn, _)| conn),
+        }
     }
 }
 
@@ -130,8 +224,9 @@ impl From<&RedisOptions> for Connect {
 impl Connect {
     /// The client of `url`: over rustls for `rediss://`, trusting the configured CA.
     #[cfg(feature = "tls")]
-    fn client(&self, url: &str) -> redis::RedisResult<redis::Client> {
-        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
+    pub(crate) fn client(&self, url: &str) -> redis::RedisResult<redis::Client> {
+        // `rediss://` and `rediss+sentinel://`.
+        if self.urls.iter().any(|u| u.starts_with("rediss")) {
             // One process-wide rustls provider; a second install is refused and harmless.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
@@ -143,8 +238,8 @@ impl Connect {
 
     /// Without the `tls` feature, a `rediss://` URL is a configuration error.
     #[cfg(not(feature = "tls"))]
-    fn client(&self, url: &str) -> redis::RedisResult<redis::Client> {
-        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
+    pub(crate) fn client(&self, url: &str) -> redis::RedisResult<redis::Client> {
+        if self.urls.iter().any(|u| u.starts_with("rediss")) {
             let reason = "rediss:// needs botmesh-redis-store's `tls` feature";
             return Err((redis::ErrorKind::InvalidClientConfig, reason).into());
         }
@@ -177,6 +272,12 @@ impl Connect {
     }
 }
 
+/// Whether a server refused to let us in (no password, a wrong one, a user it does not know).
+fn refused_credentials(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
 fn unreachable_err(url: &str, e: redis::RedisError) -> Error {
     Error::CoordinationUnavailable {
         reason: format!("cannot connect to Redis at {}", redact(url)),
@@ -199,5 +300,9 @@ mod tests {
         assert_eq!(redact("redis://bot:s3cret@10.0.0.1:6379/0"), "redis://bot:***@10.0.0.1:6379/0");
         assert_eq!(redact("rediss://:s3cret@host/"), "rediss://***@host/");
         assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+        assert_eq!(
+            redact("redis+sentinel://:s3cret@h1:26379,h2:26379/mymaster?sentinel_password=p4ss"),
+            "redis+sentinel://***@h1:26379,h2:26379/mymaster?sentinel_password=***"
+        );
     }
 }

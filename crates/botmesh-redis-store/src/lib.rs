@@ -44,10 +44,14 @@
 //! above the old values, replicas re-register on their next heartbeat, and conversations
 //! continue from the checkpoints that are left (none, if the store lived in the same Redis).
 //!
+//! Through Sentinel (a `redis+sentinel://` URL, see [`RedisOptions`]), the connections follow
+//! the master across failovers.
+//!
 //! # Security
 //!
-//! User and password come from the URL (`redis://user:pass@host:6379/0`); TLS is `rediss://`,
-//! with rustls and the webpki roots. Passwords never appear in this crate's log lines or errors.
+//! User and password come from the URL (`redis://user:pass@host:6379/0`); TLS is `rediss://`
+//! (`rediss+sentinel://` through Sentinel), with rustls and the webpki roots. Passwords never
+//! appear in this crate's log lines or errors.
 //!
 //! # Example
 //!
@@ -94,10 +98,34 @@ pub use store::RedisStore;
 /// Defaults: the standalone layout, 2 s to connect, 2 s for a reply, `max_poll` 100 ms, idle
 /// chat state kept one minute. `Debug` output shows the URLs without their passwords.
 ///
-/// With the `serde` feature they read from a configuration file: `url` (one server) or
-/// `cluster` (a list of node URLs), `prefix`, and optionally `layout` (`"standalone"` or
-/// `"cluster"`), `connection_timeout`, `response_timeout`, `max_poll` and `idle_keep` as
-/// durations in text. Unknown keys are refused; a private CA's certificate is set in code
+/// # Through Sentinel
+///
+/// A Redis with replicas that Sentinel fails over is reached through its sentinels, with a
+/// `redis+sentinel://` URL given to [`new`](Self::new) (or [`RedisStore::new`]), or with
+/// [`sentinel`](Self::sentinel):
+///
+/// ```text
+/// redis+sentinel://[[USER]:PASSWORD@]HOST1[:PORT1][,HOST2[:PORT2]...]/MASTER_NAME[/DB]
+///     [?sentinel_password=PASSWORD[&sentinel_username=USER]]
+/// ```
+///
+/// The sentinels are comma-separated (port 26379 when left out, IPv6 hosts in brackets), the
+/// path is the name they watch the master under, then optionally the database. The user and
+/// password before the hosts are the data nodes' (percent-encoded, as in `redis://`); sentinels
+/// that ask for a password of their own take it from `sentinel_password`.
+/// `rediss+sentinel://` speaks TLS to the sentinels and the data nodes alike. Every connection
+/// follows the master: when Sentinel announces a failover, or a node refuses a write as a
+/// replica does, the next command asks the sentinels again; the wake channel subscribes again
+/// at the new master.
+///
+/// # From a configuration file
+///
+/// With the `serde` feature they read from a configuration file: `url` (one server, or a
+/// `redis+sentinel://` URL), `cluster` (a list of node URLs) or `sentinel` (an object:
+/// `nodes`, a list of `host:port`, `master`, and optionally `password`, `sentinel_password`
+/// and `tls`), `prefix`, and optionally `layout` (`"standalone"` or `"cluster"`),
+/// `connection_timeout`, `response_timeout`, `max_poll` and `idle_keep` as durations in text.
+/// Unknown keys are refused; a private CA's certificate is set in code
 /// ([`tls_root_cert`](Self::tls_root_cert)).
 ///
 /// ```
@@ -106,7 +134,13 @@ pub use store::RedisStore;
 ///     r#"{ "url": "redis://127.0.0.1:6379/0", "prefix": "shop", "response_timeout": "1s" }"#,
 /// )
 /// .unwrap();
-/// # let _ = options; }
+/// let through_sentinel: botmesh_redis_store::RedisOptions = serde_json::from_str(
+///     r#"{ "sentinel": { "nodes": ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"],
+///                        "master": "mymaster", "password": "s3cret" },
+///          "prefix": "shop" }"#,
+/// )
+/// .unwrap();
+/// # let _ = (options, through_sentinel); }
 /// ```
 #[derive(Clone)]
 #[cfg_attr(
@@ -160,6 +194,19 @@ impl RedisOptions {
             idle_keep: Duration::from_secs(60),
             tls_root: None,
         }
+    }
+
+    /// The master that the sentinels `nodes` (`host:port` each) watch under `master_name`,
+    /// keys under `prefix`: the same as [`new`](Self::new) with
+    /// `redis+sentinel://HOST1:PORT1,HOST2:PORT2/MASTER_NAME`. For a password or TLS, give
+    /// `new` the URL (see [Through Sentinel](Self#through-sentinel)).
+    pub fn sentinel<I, S>(nodes: I, master_name: &str, prefix: &str) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        Self::new(&conn::sentinel_url(&nodes, master_name, false, None, None), prefix)
     }
 
     /// A Redis Cluster reached through any of `urls`, in the cluster layout.

@@ -161,14 +161,14 @@ pub(crate) async fn preload(conn: &crate::conn::Conn, scripts: &[&Lua]) {
     use crate::conn::Conn;
     let mut conn = conn.clone();
     let loaded: redis::RedisResult<()> = match &mut conn {
-        Conn::Single(single) => {
+        Conn::Single(_) | Conn::Sentinel(_) => {
             let mut pipe = redis::pipe();
             for lua in scripts {
                 // Made now, at connect, so that no message pays for the hash.
                 let _ = lua.get();
                 pipe.cmd("SCRIPT").arg("LOAD").arg(lua.text()).ignore();
             }
-            pipe.query_async(single).await
+            pipe.query_async(&mut conn).await
         }
         Conn::Cluster(cluster) => {
             let mut result = Ok(());

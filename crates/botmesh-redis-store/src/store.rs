@@ -14,7 +14,7 @@ use botmesh_traits::{
 use redis::{AsyncCommands, Script};
 
 use crate::batch::Batcher;
-use crate::conn::{Conn, Connect, idempotent, ms, redact};
+use crate::conn::{Conn, Connect, Source, idempotent, ms, redact};
 use crate::coordinator::RedisCoordinator;
 use crate::inbox::Inbox;
 use crate::keys::Keys;
@@ -30,7 +30,7 @@ const KEEP: Duration = Duration::from_secs(24 * 3600);
 ///
 /// Every compare-and-set (checkpoints, locks, leases, the inbox) is one Lua script, so it is
 /// atomic on the server; no method reads and then writes from the client. The connection
-/// reconnects by itself after a drop.
+/// reconnects by itself after a drop (through Sentinel, to the master the sentinels name).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), botmesh_traits::Error> {
@@ -44,7 +44,8 @@ const KEEP: Duration = Duration::from_secs(24 * 3600);
 #[derive(Clone)]
 pub struct RedisStore {
     pub(crate) conn: Conn,
-    pub(crate) client: redis::Client,
+    /// Where its coordinators subscribe and open their heartbeat connections.
+    pub(crate) source: Source,
     pub(crate) keys: Keys,
     pub(crate) options: RedisOptions,
     /// Journal appends, acknowledgements and outbox marks, in batches; made by the first.
@@ -77,18 +78,24 @@ fn parse_u64(what: &str, s: &str) -> Result<u64> {
 
 impl RedisStore {
     /// Connects to one Redis server. `url` may carry a user and password
-    /// (`redis://user:pass@host:6379/0`) and use TLS (`rediss://`, with rustls).
+    /// (`redis://user:pass@host:6379/0`) and use TLS (`rediss://`, with rustls), or name the
+    /// sentinels of a Redis they fail over (`redis+sentinel://h1:26379,h2:26379/mymaster`, see
+    /// [`RedisOptions`]).
+    ///
+    /// A URL that does not parse, or sentinels that know no master of the name given, are an
+    /// [`Error::Configuration`]; a server (or every sentinel) out of reach is an
+    /// [`Error::CoordinationUnavailable`].
     pub async fn new(url: &str, prefix: &str) -> Result<Self> {
         Self::connect(RedisOptions::new(url, prefix)).await
     }
 
-    /// Connects with full options (a cluster, timeouts).
+    /// Connects with full options (a cluster, Sentinel, timeouts).
     pub async fn connect(options: RedisOptions) -> Result<Self> {
-        let (conn, client) = Connect::from(&options).open().await?;
+        let (conn, source) = Connect::from(&options).open().await?;
         preload_all(&conn).await;
         Ok(Self {
             conn,
-            client,
+            source,
             keys: Keys::new(&options.prefix, options.layout),
             options,
             journal: Arc::default(),
@@ -107,7 +114,7 @@ impl RedisStore {
         preload_all(&conn).await;
         Ok(Self {
             conn,
-            client,
+            source: Source::Client(client),
             keys: Keys::new(&options.prefix, options.layout),
             options,
             journal: Arc::default(),
@@ -127,7 +134,7 @@ impl RedisStore {
         let journal = (self.keys.layout() == KeyLayout::Standalone).then(|| self.clone());
         RedisCoordinator::from_parts(
             self.conn.clone(),
-            self.client.clone(),
+            self.source.clone(),
             self.keys.clone(),
             &self.options,
             lease,

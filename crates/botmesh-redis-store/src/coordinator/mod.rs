@@ -12,7 +12,7 @@ use futures_util::future::join_all;
 use tokio::task::JoinHandle;
 
 use crate::batch::{Batcher, Reply};
-use crate::conn::{Conn, Connect, idempotent, ms};
+use crate::conn::{Conn, Connect, Source, idempotent, ms};
 use crate::keys::Keys;
 use crate::scripts;
 use crate::{RedisOptions, RedisStore};
@@ -102,7 +102,8 @@ pub struct RedisCoordinator {
     registered: std::sync::atomic::AtomicBool,
     /// A connection of its own for heartbeats, so renewals never queue behind message traffic.
     heartbeat_conn: tokio::sync::OnceCell<Conn>,
-    client: redis::Client,
+    /// Where the heartbeat connection comes from.
+    source: Source,
     /// How to open the heartbeat connection.
     connect: Connect,
     /// The store whose journal this coordinator writes with its tickets and releases, when
@@ -128,7 +129,8 @@ impl Drop for RedisCoordinator {
 }
 
 impl RedisCoordinator {
-    /// Connects on its own connection to one Redis server.
+    /// Connects on its own connection to one Redis server, or through Sentinel with a
+    /// `redis+sentinel://` URL (see [`RedisOptions`]).
     pub async fn new(url: &str, prefix: &str) -> Result<Self> {
         Self::connect(RedisOptions::new(url, prefix)).await
     }
@@ -136,10 +138,10 @@ impl RedisCoordinator {
     /// Connects with full options. The lease is [`DEFAULT_LEASE`](botmesh_traits::DEFAULT_LEASE)
     /// until [`with_lease`](Self::with_lease) sets it.
     pub async fn connect(options: RedisOptions) -> Result<Self> {
-        let (conn, client) = Connect::from(&options).open().await?;
+        let (conn, source) = Connect::from(&options).open().await?;
         scripts::preload(&conn, &scripts::COORDINATION).await;
         let keys = Keys::new(&options.prefix, options.layout);
-        Ok(Self::from_parts(conn, client, keys, &options, botmesh_traits::DEFAULT_LEASE, None))
+        Ok(Self::from_parts(conn, source, keys, &options, botmesh_traits::DEFAULT_LEASE, None))
     }
 
     /// Sets this replica's heartbeat lease: the takeover time after a crash, and how long a
@@ -152,18 +154,17 @@ impl RedisCoordinator {
 
     pub(crate) fn from_parts(
         conn: Conn,
-        client: redis::Client,
+        source: Source,
         keys: Keys,
         options: &RedisOptions,
         lease: Duration,
         journal: Option<RedisStore>,
     ) -> Self {
         let keys = keys.coordination();
-        let client_for_heartbeat = client.clone();
         let waiters = Arc::new(Waiters::default());
         let incarnation = uuid::Uuid::new_v4().simple().to_string();
         let channel = format!("{}{incarnation}", keys.wake_prefix());
-        let subscriber = tokio::spawn(subscriber(client, channel, Arc::clone(&waiters)));
+        let subscriber = tokio::spawn(subscriber(source.clone(), channel, Arc::clone(&waiters)));
         let withdrawals = Withdrawals {
             conn: conn.clone(),
             keys: keys.clone(),
@@ -194,7 +195,7 @@ impl RedisCoordinator {
             withdrawer,
             registered: std::sync::atomic::AtomicBool::new(false),
             heartbeat_conn: tokio::sync::OnceCell::new(),
-            client: client_for_heartbeat,
+            source,
             connect: Connect::from(options),
             journal,
         }
@@ -202,16 +203,7 @@ impl RedisCoordinator {
 
     /// The heartbeat connection, opened on first use.
     async fn heartbeat_conn(&self) -> Result<Conn> {
-        self.heartbeat_conn
-            .get_or_try_init(|| async {
-                if self.connect.cluster {
-                    self.connect.open().await.map(|(conn, _)| conn)
-                } else {
-                    self.connect.open_single(self.client.clone()).await
-                }
-            })
-            .await
-            .cloned()
+        self.heartbeat_conn.get_or_try_init(|| self.connect.open_own(&self.source)).await.cloned()
     }
 
     /// Sets the replica id (unique among running replicas; a pod or host name is fine).

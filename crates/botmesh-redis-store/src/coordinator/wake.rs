@@ -1,6 +1,7 @@
 //! Waking a waiting ticket: a release that hands a chat's turn to a ticket of this
 //! incarnation publishes the grant on the incarnation's channel; the subscriber puts it where
-//! the ticket's waiter picks it up, and wakes the waiter.
+//! the ticket's waiter picks it up, and wakes the waiter. Through Sentinel, the subscription
+//! follows the master: it is made again wherever the sentinels name it after a move.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,9 +9,10 @@ use std::time::Duration;
 
 use botmesh_traits::{ChatKey, TurnGrant};
 use futures_util::StreamExt;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use super::{RedisCoordinator, backoff, lock};
+use crate::conn::Source;
 
 /// Local waiters, woken when a release hands a turn to one of this incarnation's tickets.
 #[derive(Default)]
@@ -96,11 +98,17 @@ pub(super) fn passed_over(list: &str) -> Vec<String> {
 }
 
 /// Subscribes to this incarnation's hand-over channel for as long as the coordinator lives,
-/// subscribing again with the coordinator's backoff after a drop; waiters poll meanwhile.
-pub(super) async fn subscriber(client: redis::Client, channel: String, waiters: Arc<Waiters>) {
+/// subscribing again with the coordinator's backoff after a drop, or at once when the master
+/// moved (through Sentinel); waiters poll meanwhile.
+pub(super) async fn subscriber(source: Source, channel: String, waiters: Arc<Waiters>) {
     let mut waits = backoff();
+    let mut moved = source.moved();
     loop {
-        if let Ok(mut pubsub) = client.get_async_pubsub().await
+        // Moves before this subscription are behind it.
+        if let Some(moved) = moved.as_mut() {
+            moved.borrow_and_update();
+        }
+        if let Ok(mut pubsub) = source.pubsub().await
             && pubsub.subscribe(&channel).await.is_ok()
         {
             // Subscribed: a later drop starts again from the shortest wait.
@@ -109,7 +117,16 @@ pub(super) async fn subscriber(client: redis::Client, channel: String, waiters: 
             waiters.subscribed.store(true, std::sync::atomic::Ordering::SeqCst);
             waiters.wake_all();
             let mut messages = pubsub.into_on_message();
-            while let Some(msg) = messages.next().await {
+            loop {
+                let msg = tokio::select! {
+                    msg = messages.next() => msg,
+                    () = changed(moved.as_mut()) => {
+                        // The master moved: this subscription is on the old one.
+                        waits = backoff();
+                        None
+                    }
+                };
+                let Some(msg) = msg else { break };
                 let Some(grant) =
                     msg.get_payload::<String>().ok().as_deref().and_then(parse_handover)
                 else {
@@ -123,4 +140,14 @@ pub(super) async fn subscriber(client: redis::Client, channel: String, waiters: 
         }
         tokio::time::sleep(waits.next().unwrap_or(Duration::from_secs(1))).await;
     }
+}
+
+/// Resolves when the master moved (never without Sentinel, or once its sender is gone).
+async fn changed(moved: Option<&mut watch::Receiver<u64>>) {
+    if let Some(moved) = moved
+        && moved.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
