@@ -40,11 +40,21 @@ impl<'a> ScriptCall<'a> {
     pub(crate) async fn invoke<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
         match self.cmd.query_async(conn).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.script.prepare_invoke().load_async(conn).await?;
+                self.load(conn).await?;
                 self.cmd.query_async(conn).await
             }
             sent => sent,
         }
+    }
+
+    /// The `EVALSHA` command, to send in a pipeline of one's own.
+    pub(crate) fn cmd(&self) -> &Cmd {
+        &self.cmd
+    }
+
+    /// Loads the script into the server's cache.
+    pub(crate) async fn load(&self, conn: &mut Conn) -> RedisResult<()> {
+        self.script.prepare_invoke().load_async(conn).await.map(drop)
     }
 }
 

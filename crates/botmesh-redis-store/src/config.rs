@@ -17,6 +17,7 @@ pub(crate) struct RedisOptionsText {
     cluster: Option<Vec<String>>,
     sentinel: Option<SentinelText>,
     prefix: String,
+    wait_for_replicas: Option<WaitText>,
     layout: Option<KeyLayout>,
     #[serde(default, with = "humantime_serde")]
     connection_timeout: Option<Duration>,
@@ -39,6 +40,15 @@ struct SentinelText {
     sentinel_password: Option<String>,
     #[serde(default)]
     tls: bool,
+}
+
+/// `wait_for_replicas = { replicas = 1, timeout = "500ms" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitText {
+    replicas: u32,
+    #[serde(with = "humantime_serde")]
+    timeout: Duration,
 }
 
 impl TryFrom<RedisOptionsText> for RedisOptions {
@@ -69,6 +79,9 @@ impl TryFrom<RedisOptionsText> for RedisOptions {
             }
             _ => return Err("give one of `url`, `cluster` and `sentinel`"),
         };
+        if let Some(wait) = text.wait_for_replicas {
+            options = options.wait_for_replicas(wait.replicas, wait.timeout);
+        }
         if let Some(layout) = text.layout {
             options = options.layout(layout);
         }
@@ -120,11 +133,11 @@ mod tests {
     }
 
     #[test]
-    fn sentinels_from_a_config_file() {
+    fn sentinels_and_waiting_for_replicas_from_a_config_file() {
         let o: RedisOptions = serde_json::from_str(
             r#"{ "sentinel": { "nodes": ["10.0.0.1:26379", "10.0.0.2:26379"], "master": "mymaster",
                                "password": "s3cret", "sentinel_password": "p4ss", "tls": true },
-                 "prefix": "shop" }"#,
+                 "prefix": "shop", "wait_for_replicas": { "replicas": 1, "timeout": "250ms" } }"#,
         )
         .unwrap();
         assert_eq!(
@@ -134,13 +147,18 @@ mod tests {
         );
         assert!(!o.cluster);
         assert_eq!(o.layout, KeyLayout::Standalone);
+        let replicas = o.replicas.unwrap();
+        assert_eq!((replicas.count, replicas.timeout), (1, Duration::from_millis(250)));
         let debug = format!("{o:?}");
         assert!(!debug.contains("s3cret") && !debug.contains("p4ss"), "{debug}");
 
-        let o: RedisOptions =
-            serde_json::from_str(r#"{ "url": "redis+sentinel://h1,h2/m", "prefix": "p" }"#)
-                .unwrap();
+        let o: RedisOptions = serde_json::from_str(
+            r#"{ "url": "redis+sentinel://h1,h2/m", "prefix": "p",
+                 "wait_for_replicas": { "replicas": 0, "timeout": "1s" } }"#,
+        )
+        .unwrap();
         assert_eq!(o.urls, ["redis+sentinel://h1,h2/m"]);
+        assert_eq!(o.replicas, None, "0 replicas: off");
         let o = RedisOptions::sentinel(["10.0.0.1:26379", "10.0.0.2:26380"], "mymaster", "p");
         assert_eq!(o.urls, ["redis+sentinel://10.0.0.1:26379,10.0.0.2:26380/mymaster"]);
     }
@@ -160,6 +178,8 @@ mod tests {
             r#"{ "sentinel": { "nodes": ["h:1"] }, "prefix": "p" }"#,
             r#"{ "sentinel": { "nodes": ["h:1"], "master": "m", "port": 1 }, "prefix": "p" }"#,
             r#"{ "url": "redis://h", "sentinel": { "nodes": ["h:1"], "master": "m" }, "prefix": "p" }"#,
+            r#"{ "url": "redis://h", "prefix": "p", "wait_for_replicas": { "replicas": 1 } }"#,
+            r#"{ "url": "redis://h", "prefix": "p", "wait_for_replicas": 1 }"#,
         ];
         for text in bad {
             assert!(serde_json::from_str::<RedisOptions>(text).is_err(), "{text}");

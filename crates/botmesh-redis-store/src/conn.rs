@@ -10,6 +10,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::watch;
 
 use crate::RedisOptions;
+use crate::replicas::Replicas;
 
 mod sentinel;
 mod sentinel_url;
@@ -117,6 +118,8 @@ pub(crate) struct Connect {
     pub(crate) connection_timeout: Duration,
     #[cfg_attr(not(feature = "tls"), allow(dead_code, reason = "a CA is only given with `tls`"))]
     pub(crate) tls_root: Option<Vec<u8>>,
+    /// The replicas every grant waits for.
+    pub(crate) replicas: Option<Replicas>,
 }
 
 /// The URL without its password, for logs and errors.
@@ -167,6 +170,22 @@ impl Connect {
 
     /// Settings that cannot go together.
     fn check(&self) -> Result<(), Error> {
+        if let Some(replicas) = self.replicas {
+            if self.cluster {
+                // `WAIT` must reach the node that ran the script; the cluster connection
+                // routes a command without keys anywhere.
+                return Err(config_error(
+                    "wait_for_replicas is not supported on a Redis Cluster".to_owned(),
+                ));
+            }
+            if replicas.timeout >= self.response_timeout {
+                return Err(config_error(format!(
+                    "the wait_for_replicas timeout ({:?}) must be shorter than the \
+                     response_timeout ({:?}), or the reply times out first",
+                    replicas.timeout, self.response_timeout
+                )));
+            }
+        }
         if self.cluster && self.urls.iter().any(|u| is_sentinel(u)) {
             return Err(config_error("a Redis Cluster is not reached through Sentinel".to_owned()));
         }
@@ -217,6 +236,7 @@ impl From<&RedisOptions> for Connect {
             response_timeout: options.response_timeout,
             connection_timeout: options.connection_timeout,
             tls_root: options.tls_root.clone(),
+            replicas: options.replicas,
         }
     }
 }

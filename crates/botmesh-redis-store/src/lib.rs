@@ -45,7 +45,9 @@
 //! continue from the checkpoints that are left (none, if the store lived in the same Redis).
 //!
 //! Through Sentinel (a `redis+sentinel://` URL, see [`RedisOptions`]), the connections follow
-//! the master across failovers.
+//! the master across failovers. [`RedisOptions::wait_for_replicas`] closes the window in
+//! which a failover loses a grant: each grant waits (`WAIT`, pipelined with it) until enough
+//! replicas have it, and is not reported otherwise.
 //!
 //! # Security
 //!
@@ -84,6 +86,7 @@ mod inbox;
 mod journal;
 mod keys;
 mod parts;
+mod replicas;
 mod scripts;
 mod store;
 
@@ -96,7 +99,8 @@ pub use store::RedisStore;
 /// How to reach Redis.
 ///
 /// Defaults: the standalone layout, 2 s to connect, 2 s for a reply, `max_poll` 100 ms, idle
-/// chat state kept one minute. `Debug` output shows the URLs without their passwords.
+/// chat state kept one minute, no waiting for replicas. `Debug` output shows the URLs without
+/// their passwords.
 ///
 /// # Through Sentinel
 ///
@@ -118,14 +122,21 @@ pub use store::RedisStore;
 /// replica does, the next command asks the sentinels again; the wake channel subscribes again
 /// at the new master.
 ///
+/// # Waiting for replicas
+///
+/// Replication is asynchronous, so a grant written just before a failover can be lost and
+/// granted again. [`wait_for_replicas`](Self::wait_for_replicas) makes every grant wait until
+/// enough replicas have it.
+///
 /// # From a configuration file
 ///
 /// With the `serde` feature they read from a configuration file: `url` (one server, or a
 /// `redis+sentinel://` URL), `cluster` (a list of node URLs) or `sentinel` (an object:
 /// `nodes`, a list of `host:port`, `master`, and optionally `password`, `sentinel_password`
 /// and `tls`), `prefix`, and optionally `layout` (`"standalone"` or `"cluster"`),
-/// `connection_timeout`, `response_timeout`, `max_poll` and `idle_keep` as durations in text.
-/// Unknown keys are refused; a private CA's certificate is set in code
+/// `connection_timeout`, `response_timeout`, `max_poll` and `idle_keep` as durations in text,
+/// and `wait_for_replicas` (an object: `replicas`, a number, and `timeout`, a duration in
+/// text). Unknown keys are refused; a private CA's certificate is set in code
 /// ([`tls_root_cert`](Self::tls_root_cert)).
 ///
 /// ```
@@ -137,7 +148,8 @@ pub use store::RedisStore;
 /// let through_sentinel: botmesh_redis_store::RedisOptions = serde_json::from_str(
 ///     r#"{ "sentinel": { "nodes": ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"],
 ///                        "master": "mymaster", "password": "s3cret" },
-///          "prefix": "shop" }"#,
+///          "prefix": "shop",
+///          "wait_for_replicas": { "replicas": 1, "timeout": "500ms" } }"#,
 /// )
 /// .unwrap();
 /// # let _ = (options, through_sentinel); }
@@ -161,6 +173,8 @@ pub struct RedisOptions {
     pub(crate) max_poll: Duration,
     pub(crate) idle_keep: Duration,
     pub(crate) tls_root: Option<Vec<u8>>,
+    /// The replicas every grant waits for.
+    pub(crate) replicas: Option<replicas::Replicas>,
 }
 
 impl std::fmt::Debug for RedisOptions {
@@ -176,6 +190,7 @@ impl std::fmt::Debug for RedisOptions {
             .field("max_poll", &self.max_poll)
             .field("idle_keep", &self.idle_keep)
             .field("tls_root", &self.tls_root.is_some())
+            .field("wait_for_replicas", &self.replicas.map(|r| (r.count, r.timeout)))
             .finish()
     }
 }
@@ -193,6 +208,7 @@ impl RedisOptions {
             max_poll: Duration::from_millis(100),
             idle_keep: Duration::from_secs(60),
             tls_root: None,
+            replicas: None,
         }
     }
 
@@ -262,6 +278,35 @@ impl RedisOptions {
     /// down (while it is up, a waiter looks on its own once per lease).
     pub fn max_poll(mut self, max_poll: Duration) -> Self {
         self.max_poll = max_poll;
+        self
+    }
+
+    /// Makes every grant wait until `replicas` replicas have it, at most `timeout`; off by
+    /// default (`replicas` 0 turns it off).
+    ///
+    /// Replication is asynchronous: a turn, a leadership, a fenced lock or a lease granted on
+    /// the master just before a failover may be missing on the replica promoted in its place,
+    /// which then grants it to someone else while the first holder acts. With this setting,
+    /// each call that grants or renews something its caller acts on sends `WAIT replicas
+    /// timeout` after it, pipelined on the same connection (no extra round trip), and reports
+    /// the grant only once that many replicas acknowledged it. Fewer within `timeout` is a
+    /// retryable [`Error::CoordinationUnavailable`](botmesh_traits::Error): the caller does
+    /// not act, and its retry never makes two holders.
+    ///
+    /// The calls that wait: the coordinator's ticket takes and turn releases (one batch call),
+    /// a waiter's look at its turn, campaigns for a leadership and heartbeats, and the store's
+    /// `acquire_lock_fenced`, `renew_lock`, `acquire_lease`, `renew_lease` and `task_claim`.
+    /// Checkpoint writes and the journal do not: their compare-and-set on revisions, under a
+    /// turn that did wait, is what refuses a stale writer.
+    ///
+    /// Combine it with `min-replicas-to-write 1` and a short `min-replicas-max-lag` on the
+    /// master, so that a master cut off from its replicas refuses grants at once
+    /// (`NOREPLICAS`, reported the same way) instead of handing out ones a failover will lose.
+    /// The trade-off is availability: with one replica, every grant fails while it is down.
+    /// `timeout` must be shorter than the [`response_timeout`](Self::response_timeout); not
+    /// supported on a Redis Cluster.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = (replicas > 0).then_some(replicas::Replicas { count: replicas, timeout });
         self
     }
 }

@@ -14,10 +14,12 @@ use botmesh_traits::{
 use redis::{AsyncCommands, Script};
 
 use crate::batch::Batcher;
+use crate::call::ScriptCall;
 use crate::conn::{Conn, Connect, Source, idempotent, ms, redact};
 use crate::coordinator::RedisCoordinator;
 use crate::inbox::Inbox;
 use crate::keys::Keys;
+use crate::replicas::{self, Replicas};
 use crate::scripts;
 use crate::{KeyLayout, RedisOptions};
 
@@ -89,7 +91,7 @@ impl RedisStore {
         Self::connect(RedisOptions::new(url, prefix)).await
     }
 
-    /// Connects with full options (a cluster, Sentinel, timeouts).
+    /// Connects with full options (a cluster, Sentinel, timeouts, waiting for replicas).
     pub async fn connect(options: RedisOptions) -> Result<Self> {
         let (conn, source) = Connect::from(&options).open().await?;
         preload_all(&conn).await;
@@ -271,14 +273,22 @@ impl CasStore for RedisStore {
 impl LockStore for RedisStore {
     async fn acquire_lock_fenced(&self, key: &str, ttl: Duration) -> Result<Option<FencedLock>> {
         let token = uuid::Uuid::new_v4().to_string();
-        let fence: Option<String> = scripts::ACQUIRE_LOCK
-            .get()
-            .key(self.keys.entity("lock", key))
-            .arg(&token)
-            .arg(ms(ttl))
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| Error::store("acquire_lock_fenced", e))?;
+        let lock = self.keys.entity("lock", key);
+        let mut call = ScriptCall::new(scripts::ACQUIRE_LOCK.get(), 1, 3, lock.len() + 64);
+        call.arg(&lock).arg(&token).arg(ms(ttl));
+        let fence: Option<String> =
+            match replicas::script(&call, &mut self.conn(), self.replicas()).await {
+                Ok(fence) => fence,
+                Err(e) => {
+                    if replicas::is_refused(&e) {
+                        // Taken on the master, maybe, but not replicated: nobody got the token,
+                        // so the lock is given back, and the next try can take it (best effort;
+                        // otherwise it expires with its ttl).
+                        let _ = self.release_lock(key, &token).await;
+                    }
+                    return Err(replicas::store_error("acquire_lock_fenced", e));
+                }
+            };
         fence.map(|f| Ok(FencedLock::new(token, parse_u64("fence", &f)?))).transpose()
     }
 
@@ -289,6 +299,7 @@ impl LockStore for RedisStore {
             self.keys.entity("lock", key),
             token,
             ms(ttl),
+            self.replicas(),
         )
         .await
     }
@@ -300,6 +311,7 @@ impl LockStore for RedisStore {
             self.keys.entity("lock", key),
             token,
             ms(KEEP),
+            None,
         )
         .await
     }
@@ -307,20 +319,22 @@ impl LockStore for RedisStore {
 
 #[async_trait]
 impl LeaseStore for RedisStore {
+    /// With [`RedisOptions::wait_for_replicas`], a lease taken but not replicated in time is
+    /// reported as [`Error::CoordinationUnavailable`]; the holder's next try gets it back (the
+    /// script is re-entrant for its holder).
     async fn acquire_lease(
         &self,
         name: &str,
         holder: &str,
         ttl: Duration,
     ) -> Result<Option<LeaseGrant>> {
-        let fence: Option<String> = scripts::ACQUIRE_LEASE
-            .get()
-            .key(self.keys.entity("lease", name))
-            .arg(holder)
-            .arg(ms(ttl))
-            .invoke_async(&mut self.conn())
+        let lease = self.keys.entity("lease", name);
+        let mut call =
+            ScriptCall::new(scripts::ACQUIRE_LEASE.get(), 1, 3, lease.len() + holder.len() + 24);
+        call.arg(&lease).arg(holder).arg(ms(ttl));
+        let fence: Option<String> = replicas::script(&call, &mut self.conn(), self.replicas())
             .await
-            .map_err(|e| Error::store("acquire_lease", e))?;
+            .map_err(|e| replicas::store_error("acquire_lease", e))?;
         fence.map(|f| Ok(LeaseGrant::new(parse_u64("fence", &f)?))).transpose()
     }
 
@@ -331,6 +345,7 @@ impl LeaseStore for RedisStore {
             self.keys.entity("lease", name),
             holder,
             ms(ttl),
+            self.replicas(),
         )
         .await
     }
@@ -342,6 +357,7 @@ impl LeaseStore for RedisStore {
             self.keys.entity("lease", name),
             holder,
             ms(KEEP),
+            None,
         )
         .await
     }
@@ -359,15 +375,14 @@ impl TaskStore for RedisStore {
     }
 
     async fn task_claim(&self, id: &str, occurrence: u64) -> Result<bool> {
-        // Sent once: a claim whose reply was lost is not tried again, so the occurrence may
-        // be skipped, never run twice.
-        let claimed: i64 = scripts::TASK_CLAIM
-            .get()
-            .key(self.keys.entity("task", id))
-            .arg(occurrence.to_string())
-            .invoke_async(&mut self.conn())
+        // Sent once: a claim whose reply was lost (or that was not replicated in time) is not
+        // tried again, so the occurrence may be skipped, never run twice.
+        let task = self.keys.entity("task", id);
+        let mut call = ScriptCall::new(scripts::TASK_CLAIM.get(), 1, 2, task.len() + 24);
+        call.arg(&task).arg(occurrence.to_string());
+        let claimed: i64 = replicas::script(&call, &mut self.conn(), self.replicas())
             .await
-            .map_err(|e| Error::store("task_claim", e))?;
+            .map_err(|e| replicas::store_error("task_claim", e))?;
         Ok(claimed == 1)
     }
 }
@@ -449,6 +464,7 @@ impl RedisStore {
         Ok(n == 1)
     }
 
+    /// A script on one key with two arguments that answers 1 or 0, waiting for `replicas`.
     async fn flag(
         &self,
         script: &Script,
@@ -456,14 +472,18 @@ impl RedisStore {
         key: String,
         who: &str,
         ms: u64,
+        replicas: Option<Replicas>,
     ) -> Result<bool> {
-        let n: i64 = script
-            .key(key)
-            .arg(who)
-            .arg(ms)
-            .invoke_async(&mut self.conn())
+        let mut call = ScriptCall::new(script, 1, 3, key.len() + who.len() + 24);
+        call.arg(&key).arg(who).arg(ms);
+        let n: i64 = replicas::script(&call, &mut self.conn(), replicas)
             .await
-            .map_err(|e| Error::store(op, e))?;
+            .map_err(|e| replicas::store_error(op, e))?;
         Ok(n == 1)
+    }
+
+    /// The replicas a grant waits for.
+    fn replicas(&self) -> Option<Replicas> {
+        self.options.replicas
     }
 }

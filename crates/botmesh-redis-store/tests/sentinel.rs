@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
-use botmesh_testing::RedisSentinels;
+use botmesh_testing::{
+    CoordinatorHarness, RedisSentinels, coordinator_conformance, store_conformance,
+};
 use botmesh_traits::{ChatKey, Coordinator, ErrorKind, Result, Store};
 use tokio::time::Instant;
 
@@ -227,4 +229,31 @@ async fn a_wrong_sentinel_url_or_master_name_is_a_typed_error_without_the_passwo
     let plain = RedisOptions::sentinel(nodes, topology.master_name(), "t");
     let e = RedisStore::connect(plain).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Configuration, "no password: {e}");
+
+    // Settings that cannot go together.
+    let cluster = RedisOptions::cluster(["redis://127.0.0.1:1"], "t")
+        .wait_for_replicas(1, Duration::from_millis(100));
+    assert_eq!(RedisStore::connect(cluster).await.unwrap_err().kind(), ErrorKind::Configuration);
+    let slow = RedisOptions::new(&topology.url(), "t").wait_for_replicas(1, Duration::from_secs(5));
+    assert_eq!(RedisStore::connect(slow).await.unwrap_err().kind(), ErrorKind::Configuration);
+}
+
+struct Harness(RedisOptions);
+
+impl CoordinatorHarness for Harness {
+    async fn replica(&self, id: &str) -> Arc<dyn Coordinator> {
+        Arc::new(RedisCoordinator::connect(self.0.clone()).await.unwrap().with_replica_id(id))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_conformance_suites_pass_through_sentinel_waiting_for_a_replica() {
+    let _serial = SERIAL.lock().await;
+    let topology = blocking(RedisSentinels::start).unwrap();
+    // Every grant waits for the replica: a waiter takes a turn handed over only from a look
+    // of its own.
+    let options =
+        RedisOptions::new(&topology.url(), "t").wait_for_replicas(1, Duration::from_millis(500));
+    store_conformance(Arc::new(RedisStore::connect(options.clone()).await.unwrap())).await;
+    coordinator_conformance(&Harness(options)).await;
 }

@@ -225,7 +225,10 @@ impl ConnectionLike for SentinelConn {
     }
 
     /// A pipeline is sent again only when its first command was refused as a non-master
-    /// would refuse it. The pipelines of this crate load scripts, which no node refuses.
+    /// would refuse it. The pipelines of this crate are either script loads (which no node
+    /// refuses) or a script call followed by the commands that wait for its replicas (see
+    /// `replicas.rs`), whose first command is the only one that writes: refused, nothing of
+    /// the pipeline changed anything.
     fn req_packed_commands<'a>(
         &'a mut self,
         pipeline: &'a Pipeline,

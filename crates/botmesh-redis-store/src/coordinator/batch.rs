@@ -11,6 +11,7 @@ use crate::call::ScriptCall;
 use crate::conn::Conn;
 use crate::keys::Keys;
 use crate::parts::Parts;
+use crate::replicas::{self, Replicas};
 
 /// One call of a batch.
 #[derive(Debug)]
@@ -92,6 +93,8 @@ pub(super) struct Turns {
     pub(super) lease_ms: u64,
     /// The store's journal, when this coordinator writes it.
     pub(super) journal: Option<JournalKeys>,
+    /// The replicas a batch waits for: its takes grant turns, its releases hand them on.
+    pub(super) replicas: Option<Replicas>,
 }
 
 impl Batch for Turns {
@@ -199,6 +202,9 @@ impl Turns {
                 }
             }
         }
-        batch::split(call.invoke(&mut self.conn.clone()).await, ops.len())
+        batch::split(
+            replicas::script(&call, &mut self.conn.clone(), self.replicas).await,
+            ops.len(),
+        )
     }
 }

@@ -12,8 +12,10 @@ use futures_util::future::join_all;
 use tokio::task::JoinHandle;
 
 use crate::batch::{Batcher, Reply};
+use crate::call::ScriptCall;
 use crate::conn::{Conn, Connect, Source, idempotent, ms};
 use crate::keys::Keys;
+use crate::replicas;
 use crate::scripts;
 use crate::{RedisOptions, RedisStore};
 
@@ -104,7 +106,7 @@ pub struct RedisCoordinator {
     heartbeat_conn: tokio::sync::OnceCell<Conn>,
     /// Where the heartbeat connection comes from.
     source: Source,
-    /// How to open the heartbeat connection.
+    /// How to open the heartbeat connection, and the replicas grants wait for.
     connect: Connect,
     /// The store whose journal this coordinator writes with its tickets and releases, when
     /// it was made by one in the standalone layout.
@@ -161,7 +163,9 @@ impl RedisCoordinator {
         journal: Option<RedisStore>,
     ) -> Self {
         let keys = keys.coordination();
-        let waiters = Arc::new(Waiters::default());
+        // Waiting for replicas, a turn handed over is taken only from a look of the waiter's
+        // own, which waits for them (see `Waiters::confirm`).
+        let waiters = Arc::new(Waiters::confirming(options.replicas.is_some()));
         let incarnation = uuid::Uuid::new_v4().simple().to_string();
         let channel = format!("{}{incarnation}", keys.wake_prefix());
         let subscriber = tokio::spawn(subscriber(source.clone(), channel, Arc::clone(&waiters)));
@@ -228,6 +232,7 @@ impl RedisCoordinator {
                 replica_id: self.replica_id.clone(),
                 lease_ms: ms(self.lease),
                 journal: self.journal.as_ref().map(|store| JournalKeys::new(&store.keys)),
+                replicas: self.connect.replicas,
             })
         });
         batcher.call(op).await
@@ -239,7 +244,8 @@ impl RedisCoordinator {
         match self.batched(op).await {
             Ok(reply) => Ok(reply),
             Err(e) => {
-                // The script may have run with its reply lost: withdraw whatever it queued.
+                // The script may have run with its reply lost, or not reached enough replicas
+                // in time: withdraw whatever it queued, and give back a turn it was granted.
                 let _ = self
                     .withdrawals
                     .now_or_later(Withdraw::Orphans { key: key.clone(), tid })
@@ -305,7 +311,7 @@ impl RedisCoordinator {
         ack: Option<&str>,
     ) -> Result<bool> {
         // A hand-over message that arrived after the turn was found by polling is stale now.
-        lock(&self.waiters.granted).remove(&(grant.key.clone(), grant.seq));
+        self.waiters.forget(&grant.key, grant.seq);
         let may_pass = ack.is_none();
         match self.runs.release(grant, options, &self.replica_id, self.lease, may_pass) {
             Release::Passed(next) => {
@@ -422,20 +428,18 @@ impl Coordinator for RedisCoordinator {
         Ok(n == 1)
     }
 
+    /// Waiting for replicas, a renewal counts once they have it: a promoted replica keeps the
+    /// liveness key as long as the holder believes.
     async fn heartbeat(&self, lease: Duration) -> Result<()> {
         let conn = self.heartbeat_conn().await?;
+        let replicas = self.connect.replicas;
         let sets = self.keys.shards().into_iter().map(|tag| {
             let mut conn = conn.clone();
             let key = format!("{}{}", Keys::alive_prefix(&tag), self.incarnation);
             async move {
-                redis::cmd("SET")
-                    .arg(key)
-                    .arg(1)
-                    .arg("PX")
-                    .arg(ms(lease))
-                    .arg("GET")
-                    .query_async::<Option<String>>(&mut conn)
-                    .await
+                let mut set = redis::cmd("SET");
+                set.arg(key).arg(1).arg("PX").arg(ms(lease)).arg("GET");
+                replicas::command::<Option<String>>(&set, &mut conn, replicas).await
             }
         });
         let started = tokio::time::Instant::now();
@@ -457,17 +461,17 @@ impl Coordinator for RedisCoordinator {
         Ok(())
     }
 
+    /// Waiting for replicas, a leadership counts once they have it; a campaign that found it
+    /// ours already reads it only, and the barrier (see `replicas.rs`) makes the wait cover it.
     async fn try_lead(&self, name: &str, lease: Duration) -> Result<Option<Leadership>> {
-        let fence: Option<String> = scripts::TRY_LEAD
-            .get()
-            .key(self.keys.lead(name))
-            .arg(&self.incarnation)
-            .arg(&self.replica_id)
-            .arg(Keys::alive_prefix(&self.keys.shard(name)))
-            .arg(ms(lease))
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| unavailable("campaigning", e))?;
+        let (lead, alive) = (self.keys.lead(name), Keys::alive_prefix(&self.keys.shard(name)));
+        let bytes = lead.len() + alive.len() + self.incarnation.len() + self.replica_id.len();
+        let mut call = ScriptCall::new(scripts::TRY_LEAD.get(), 1, 5, bytes + 24);
+        call.arg(&lead).arg(&self.incarnation).arg(&self.replica_id).arg(&alive).arg(ms(lease));
+        let fence: Option<String> =
+            replicas::script(&call, &mut self.conn(), self.connect.replicas)
+                .await
+                .map_err(|e| unavailable("campaigning", e))?;
         fence
             .map(|f| {
                 let fence = f.parse::<u64>().map_err(|e| Error::corrupt("fence", e))?;

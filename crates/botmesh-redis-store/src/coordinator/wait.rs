@@ -11,8 +11,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{RedisCoordinator, lock, unavailable};
+use crate::call::ScriptCall;
 use crate::keys::Keys;
-use crate::scripts;
+use crate::{replicas, scripts};
 
 /// What a look at a waiting ticket found.
 enum Look {
@@ -24,19 +25,18 @@ enum Look {
 
 impl RedisCoordinator {
     /// Looks whether `ticket` has the turn (taking it when it is free), and otherwise which
-    /// incarnation holds it.
+    /// incarnation holds it. Waiting for replicas, a turn found granted counts once they have
+    /// it, whoever granted it (see `replicas.rs`); one that did not reach them is found again
+    /// by the next look.
     async fn try_turn(&self, ticket: &Ticket) -> Result<Look> {
         let (state, queue) = self.keys.turn(ticket.key.as_str());
-        let reply: Vec<String> = scripts::TRY_TURN
-            .get()
-            .key(state)
-            .key(queue)
-            .arg(&self.incarnation)
-            .arg(Keys::alive_prefix(&self.keys.shard(ticket.key.as_str())))
-            .arg(ticket.seq)
-            .arg(self.keys.wake_prefix())
-            .arg(ticket.key.as_str())
-            .invoke_async(&mut self.conn())
+        let alive = Keys::alive_prefix(&self.keys.shard(ticket.key.as_str()));
+        let (wake, key) = (self.keys.wake_prefix(), ticket.key.as_str());
+        let bytes = state.len() + queue.len() + alive.len() + wake.len() + key.len();
+        let mut call = ScriptCall::new(scripts::TRY_TURN.get(), 2, 7, bytes + 64);
+        call.arg(&state).arg(&queue).arg(&self.incarnation).arg(&alive).arg(ticket.seq);
+        call.arg(&wake).arg(key);
+        let reply: Vec<String> = replicas::script(&call, &mut self.conn(), self.connect.replicas)
             .await
             .map_err(|e| unavailable("waiting for a turn", e))?;
         match reply.as_slice() {
@@ -89,6 +89,8 @@ impl RedisCoordinator {
         let mut behind = holder.filter(|h| *h != self.incarnation).map(|h| self.watch.watch(&h));
         let mut poll = Duration::from_millis(5);
         let mut last_error = None;
+        // Whether the last look failed: the next one comes after a poll's pause, not a lease.
+        let mut failed = false;
         loop {
             // Armed before looking, so a hand-over (or a holder found gone) between the look
             // and the wait is seen.
@@ -104,7 +106,12 @@ impl RedisCoordinator {
             if let Some(grant) = lock(&self.waiters.granted).remove(&id) {
                 return Ok(grant);
             }
+            // Heard granted, to confirm by a look (waiting for replicas, see `Waiters`).
+            if lock(&self.waiters.heard).remove(&id) {
+                ask = true;
+            }
             if ask {
+                failed = false;
                 match self.try_turn(ticket).await {
                     Ok(Look::Granted(grant)) => return Ok(grant),
                     Ok(Look::Wait { holder }) => {
@@ -112,7 +119,10 @@ impl RedisCoordinator {
                             .then(|| self.watch.watch(&holder));
                     }
                     Err(e @ Error::CoordinationUnavailable { source: None, .. }) => return Err(e),
-                    Err(e) => last_error = Some(e),
+                    Err(e) => {
+                        failed = true;
+                        last_error = Some(e);
+                    }
                 }
             }
             ask = true;
@@ -126,7 +136,7 @@ impl RedisCoordinator {
                     source: last_error.map(|e| Box::new(e) as BoxError),
                 });
             }
-            let look = self.next_look(subscribed(), poll);
+            let look = if failed { poll } else { self.next_look(subscribed(), poll) };
             let holder_gone = async {
                 match holder_gone.as_mut().as_pin_mut() {
                     Some(notified) => notified.await,

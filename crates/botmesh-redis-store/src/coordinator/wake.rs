@@ -3,7 +3,7 @@
 //! the ticket's waiter picks it up, and wakes the waiter. Through Sentinel, the subscription
 //! follows the master: it is made again wherever the sentinels name it after a move.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,9 +25,23 @@ pub(super) struct Waiters {
     /// The incarnation each ticket taken without its turn waits behind, as its take saw it,
     /// until its waiter starts.
     pub(super) holders: Mutex<HashMap<(ChatKey, u64), String>>,
+    /// Whether a grant heard of outside the waiter's own calls (on the channel, in the reply
+    /// to a withdrawal) must be confirmed by a look of the waiter's, which waits for the
+    /// replicas: such a grant was made by another connection's call, which may not have
+    /// reached them yet (see `replicas.rs`). It is then noted in `heard`, not in `granted`,
+    /// and the waiter woken.
+    confirm: bool,
+    /// Tickets heard to be granted, to confirm (see `confirm`): a waiter that starts after
+    /// the news looks at once instead of a lease later.
+    pub(super) heard: Mutex<HashSet<(ChatKey, u64)>>,
 }
 
 impl Waiters {
+    /// Waiters that confirm grants heard of from elsewhere, or not (see `confirm`).
+    pub(super) fn confirming(confirm: bool) -> Self {
+        Self { confirm, ..Self::default() }
+    }
+
     pub(super) fn register(self: &Arc<Self>, key: &ChatKey) -> WaiterGuard {
         let mut map = lock(&self.map);
         let entry = map.entry(key.clone()).or_insert_with(|| (Arc::new(Notify::new()), 0));
@@ -52,6 +66,33 @@ impl Waiters {
             lock(&self.granted).insert((key.clone(), grant.seq), grant);
             self.wake(key);
         }
+    }
+
+    /// Delivers a grant heard of outside the waiter's own calls (see `confirm`): as
+    /// [`deliver`](Self::deliver) does, or, when it must be confirmed, only wakes the waiter,
+    /// which looks for itself.
+    pub(super) fn deliver_heard(&self, key: &ChatKey, rest: &[String]) {
+        if !self.confirm {
+            return self.deliver(key, rest);
+        }
+        if let Some(seq) = rest.first().and_then(|seq| seq.parse().ok()) {
+            self.hear(key, seq);
+        }
+    }
+
+    /// Notes that ticket `seq` of `key` was heard to be granted, to confirm, and wakes its
+    /// waiter.
+    fn hear(&self, key: &ChatKey, seq: u64) {
+        lock(&self.heard).insert((key.clone(), seq));
+        self.wake(key);
+    }
+
+    /// Forgets what was delivered or heard for ticket `seq` of `key`: its turn was taken, or
+    /// it was withdrawn.
+    pub(super) fn forget(&self, key: &ChatKey, seq: u64) {
+        let id = (key.clone(), seq);
+        lock(&self.granted).remove(&id);
+        lock(&self.heard).remove(&id);
     }
 
     pub(super) fn wake_all(&self) {
@@ -133,8 +174,12 @@ pub(super) async fn subscriber(source: Source, channel: String, waiters: Arc<Wai
                     continue;
                 };
                 let key = grant.key.clone();
-                lock(&waiters.granted).insert((key.clone(), grant.seq), grant);
-                waiters.wake(&key);
+                if waiters.confirm {
+                    waiters.hear(&key, grant.seq);
+                } else {
+                    lock(&waiters.granted).insert((key.clone(), grant.seq), grant);
+                    waiters.wake(&key);
+                }
             }
             waiters.subscribed.store(false, std::sync::atomic::Ordering::SeqCst);
         }

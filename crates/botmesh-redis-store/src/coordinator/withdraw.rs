@@ -47,7 +47,7 @@ impl Withdrawals {
         let (key, script, id, through) = match what {
             Withdraw::Orphans { key, tid } => (key, scripts::ABANDON.get(), tid.clone(), None),
             Withdraw::Ticket(t) => {
-                lock(&self.waiters.granted).remove(&(t.key.clone(), t.seq));
+                self.waiters.forget(&t.key, t.seq);
                 lock(&self.waiters.holders).remove(&(t.key.clone(), t.seq));
                 (&t.key, scripts::CANCEL.get(), t.seq.to_string(), None)
             }
@@ -68,7 +68,9 @@ impl Withdrawals {
             .arg(through.unwrap_or_default())
             .invoke_async(&mut self.conn.clone())
             .await?;
-        self.waiters.deliver(key, reply.get(1..).unwrap_or_default());
+        // Not waited for by the replicas: a turn it handed to another of our tickets is
+        // confirmed by that ticket's waiter, when grants wait for them.
+        self.waiters.deliver_heard(key, reply.get(1..).unwrap_or_default());
         Ok(())
     }
 

@@ -1,0 +1,195 @@
+//! `RedisOptions::wait_for_replicas` on real processes (`RedisSentinels`): a grant on a
+//! master whose replica is gone is refused, typed and retryable, instead of granted; and a
+//! grant lost in a failover is granted twice without the setting, never with it.
+//!
+//! Timing: real processes, so the bounds are generous and only say that a thing happens
+//! (see `sentinel.rs`); the tests run one at a time (`SERIAL`).
+#![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
+
+use std::future::Future;
+use std::time::Duration;
+
+use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
+use botmesh_testing::RedisSentinels;
+use botmesh_traits::{ChatKey, Coordinator, Error, ErrorKind, Leadership, Result, Store};
+use tokio::time::Instant;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Long enough that no lease runs out during a test.
+const LEASE: Duration = Duration::from_secs(60);
+
+/// How long a grant waits for its replica: well below the default 2 s response timeout.
+const WAIT: Duration = Duration::from_millis(500);
+
+/// How long a failover's consequences may take to show, on a loaded machine.
+const SETTLE: Duration = Duration::from_secs(30);
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// Calls `f` until it succeeds, for at most `within`; the last error otherwise.
+async fn eventually<T, F, Fut>(within: Duration, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        match f().await {
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Asserts that `result` is the refusal of a grant for want of replicas: typed, retryable.
+fn refused<T: std::fmt::Debug>(what: &str, result: Result<T>) {
+    match result {
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::CoordinationUnavailable, "{what}: {e}");
+            assert!(e.is_retryable(), "{what}");
+        }
+        Ok(granted) => panic!("{what} was granted without its replica: {granted:?}"),
+    }
+}
+
+/// Waits until the replica has everything the master has now: a probe written to the master
+/// shows on the replica (replication keeps the master's order).
+async fn replicated(topology: &RedisSentinels) {
+    let probe = uuid_like();
+    let (master, replica) =
+        blocking(|| (topology.master_port().unwrap(), topology.replica_port().unwrap()));
+    blocking(|| topology.cli(master, &["SET", "probe", &probe]).unwrap());
+    let deadline = Instant::now() + SETTLE;
+    while blocking(|| topology.cli(replica, &["GET", "probe"]).unwrap()).trim() != probe {
+        assert!(Instant::now() < deadline, "the replica does not catch up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn uuid_like() -> String {
+    format!("{:?}", std::time::SystemTime::now())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_on_a_master_whose_replica_is_gone_is_refused_typed_and_retryable() {
+    let _serial = SERIAL.lock().await;
+    let mut topology = blocking(RedisSentinels::start).unwrap();
+    blocking(|| topology.set_min_replicas_to_write(1, Duration::from_secs(1))).unwrap();
+    let options = RedisOptions::new(&topology.url(), "w").wait_for_replicas(1, WAIT);
+    let store = RedisStore::connect(options).await.unwrap();
+    let c = store.coordinator(LEASE).with_replica_id("a");
+    let (locks, leases) = (store.locks().unwrap(), store.leases().unwrap());
+
+    // With the replica there, every grant goes through.
+    c.heartbeat(LEASE).await.unwrap();
+    let led = c.try_lead("transport", LEASE).await.unwrap().unwrap();
+    let turn = c.take_ticket(&ChatKey::from("one")).await.unwrap().grant.unwrap();
+    assert!(c.release_turn(&turn).await.unwrap());
+    let lock = locks.acquire_lock_fenced("job", LEASE).await.unwrap().unwrap();
+    assert!(locks.release_lock("job", &lock.token).await.unwrap());
+    assert!(leases.acquire_lease("cron", "a", LEASE).await.unwrap().is_some());
+
+    // The replica stops answering: first the wait runs out (`WAIT` counts no
+    // acknowledgement), then, past `min-replicas-max-lag`, the master refuses writes itself
+    // (`NOREPLICAS`). Either way, nothing is granted.
+    let replica = blocking(|| topology.replica_port()).unwrap();
+    blocking(|| topology.node(replica).unwrap().pause()).unwrap();
+    refused("a campaign already won", c.try_lead("transport", LEASE).await);
+    refused("a ticket of a free chat", c.take_ticket(&ChatKey::from("two")).await);
+    refused("a fenced lock", locks.acquire_lock_fenced("job", LEASE).await);
+    refused("a lease already held", leases.acquire_lease("cron", "a", LEASE).await);
+    refused("a lease renewal", leases.renew_lease("cron", "a", LEASE).await);
+    refused("a heartbeat", c.heartbeat(LEASE).await);
+    let master = blocking(|| topology.master_port()).unwrap();
+    let deadline = Instant::now() + SETTLE;
+    while !blocking(|| topology.cli(master, &["SET", "k", "v"]).unwrap()).contains("NOREPLICAS") {
+        assert!(Instant::now() < deadline, "min-replicas-to-write never refused a write");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    refused("a ticket under NOREPLICAS", c.take_ticket(&ChatKey::from("three")).await);
+    refused("a fenced lock under NOREPLICAS", locks.acquire_lock_fenced("job", LEASE).await);
+
+    // The replica back, the retries get what was refused, and nothing was left held: the
+    // leadership and the lease are re-entrant, the lock refused was given back, the ticket
+    // refused was withdrawn.
+    blocking(|| topology.node(replica).unwrap().resume()).unwrap();
+    let again = eventually(SETTLE, || c.try_lead("transport", LEASE)).await.unwrap().unwrap();
+    assert_eq!(again.fence, led.fence, "the same leadership");
+    assert!(
+        eventually(SETTLE, || locks.acquire_lock_fenced("job", LEASE)).await.unwrap().is_some()
+    );
+    assert!(leases.acquire_lease("cron", "a", LEASE).await.unwrap().is_some());
+    let chat = ChatKey::from("two");
+    let two = eventually(SETTLE, || c.take_ticket(&chat)).await.unwrap();
+    assert!(two.grant.is_some(), "the refused ticket was withdrawn: the chat is free");
+    c.heartbeat(LEASE).await.unwrap();
+}
+
+/// A leadership granted to A on a master that cannot pass it on (its replica frozen and its
+/// replication link cut), then the master killed and the replica promoted: what A's
+/// campaign returned, and what B's returns on the new master. `wait` turns
+/// `wait_for_replicas` on.
+async fn campaigns_across_a_lost_grant(wait: bool) -> (Result<Option<Leadership>>, Leadership) {
+    let mut topology = blocking(RedisSentinels::start).unwrap();
+    let mut options = RedisOptions::new(&topology.url(), "d");
+    if wait {
+        options = options.wait_for_replicas(1, WAIT);
+    }
+    let a = RedisCoordinator::connect(options.clone()).await.unwrap().with_replica_id("a");
+    let b = RedisCoordinator::connect(options).await.unwrap().with_replica_id("b");
+    let (a, b) = (a.with_lease(LEASE), b.with_lease(LEASE));
+    a.heartbeat(LEASE).await.unwrap();
+    b.heartbeat(LEASE).await.unwrap();
+    // Both replicas are known alive on the replica too.
+    replicated(&topology).await;
+
+    // The replica stops, and its link is cut: nothing written from now on reaches it (not
+    // even into its socket's buffer, which it would read on waking).
+    let (master, replica) =
+        blocking(|| (topology.master_port().unwrap(), topology.replica_port().unwrap()));
+    blocking(|| topology.node(replica).unwrap().pause()).unwrap();
+    let cut = blocking(|| topology.cli(master, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap());
+    assert_eq!(cut.trim(), "1", "one replication link cut");
+    let first = a.try_lead("transport", LEASE).await;
+
+    // The master dies with the grant; the replica wakes at once (before the sentinels take it
+    // for down too) and is promoted without it.
+    let killed = blocking(|| topology.kill_master()).unwrap();
+    blocking(|| topology.node(replica).unwrap().resume()).unwrap();
+    let new = blocking(|| topology.wait_for_master_change(killed)).unwrap();
+    assert_eq!(new, replica);
+    if wait {
+        // A grant waits for a replica: the old master comes back as one.
+        blocking(|| topology.revive(killed)).unwrap();
+    }
+    // The promoted replica has no leader for the name: B's campaign wins.
+    let second = eventually(SETTLE, || b.try_lead("transport", LEASE)).await.unwrap();
+    (first, second.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_lost_in_a_failover_is_granted_twice_without_waiting_for_replicas() {
+    let _serial = SERIAL.lock().await;
+    let (a, b) = campaigns_across_a_lost_grant(false).await;
+    // A's campaign was granted by the master alone.
+    let a = a.unwrap().unwrap();
+    // Two leaders of one name at once: A was told it leads, and so is B.
+    assert_eq!((a.name.as_str(), b.name.as_str()), ("transport", "transport"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_lost_in_a_failover_was_never_reported_when_waiting_for_replicas() {
+    let _serial = SERIAL.lock().await;
+    let (a, b) = campaigns_across_a_lost_grant(true).await;
+    // A was never told it leads: the grant did not reach the replica in time. B alone leads.
+    match a {
+        Err(e @ Error::CoordinationUnavailable { .. }) => assert!(e.is_retryable()),
+        other => panic!("A's campaign without its replica: {other:?}"),
+    }
+    assert_eq!(b.name, "transport");
+}
