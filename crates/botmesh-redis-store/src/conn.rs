@@ -9,8 +9,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::watch;
 
-use crate::RedisOptions;
-use crate::replicas::Replicas;
+use crate::{RedisOptions, Replicas};
 
 mod sentinel;
 mod sentinel_url;

@@ -96,6 +96,14 @@ pub use coordinator::RedisCoordinator;
 pub use keys::KeyLayout;
 pub use store::RedisStore;
 
+/// How many replicas a grant waits for, and how long (see
+/// [`RedisOptions::wait_for_replicas`] and `replicas.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Replicas {
+    pub(crate) count: u32,
+    pub(crate) timeout: Duration,
+}
+
 /// How to reach Redis.
 ///
 /// Defaults: the standalone layout, 2 s to connect, 2 s for a reply, `max_poll` 100 ms, idle
@@ -174,7 +182,7 @@ pub struct RedisOptions {
     pub(crate) idle_keep: Duration,
     pub(crate) tls_root: Option<Vec<u8>>,
     /// The replicas every grant waits for.
-    pub(crate) replicas: Option<replicas::Replicas>,
+    pub(crate) replicas: Option<Replicas>,
 }
 
 impl std::fmt::Debug for RedisOptions {
@@ -306,7 +314,7 @@ impl RedisOptions {
     /// `timeout` must be shorter than the [`response_timeout`](Self::response_timeout); not
     /// supported on a Redis Cluster.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.replicas = (replicas > 0).then_some(replicas::Replicas { count: replicas, timeout });
+        self.replicas = (replicas > 0).then_some(Replicas { count: replicas, timeout });
         self
     }
 }

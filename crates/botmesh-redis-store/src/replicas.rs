@@ -42,12 +42,11 @@
 //!
 //! [`Error::CoordinationUnavailable`]: botmesh_traits::Error::CoordinationUnavailable
 
-use std::time::Duration;
-
 use botmesh_traits::Error;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind, Value};
 
+use crate::Replicas;
 use crate::call::ScriptCall;
 use crate::conn::{Conn, ms};
 
@@ -56,13 +55,6 @@ const BARRIER: &str = "botmesh:replicated";
 
 /// What a shortfall's error starts with.
 const SHORTFALL: &str = "not acknowledged by enough replicas";
-
-/// How many replicas a grant waits for, and how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Replicas {
-    pub(crate) count: u32,
-    pub(crate) timeout: Duration,
-}
 
 /// Sends script call `call`, followed by the barrier and `WAIT` when `replicas` is set.
 pub(crate) async fn script<T: FromRedisValue>(

@@ -19,9 +19,9 @@ use crate::conn::{Conn, Connect, Source, idempotent, ms, redact};
 use crate::coordinator::RedisCoordinator;
 use crate::inbox::Inbox;
 use crate::keys::Keys;
-use crate::replicas::{self, Replicas};
+use crate::replicas;
 use crate::scripts;
-use crate::{KeyLayout, RedisOptions};
+use crate::{KeyLayout, RedisOptions, Replicas};
 
 /// How long the bookkeeping of a cleared checkpoint, lock or lease (its revision or fence
 /// counter) is kept. Past it, the counter restarts from the server clock, above every value

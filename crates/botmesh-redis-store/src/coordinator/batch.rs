@@ -11,7 +11,7 @@ use crate::call::ScriptCall;
 use crate::conn::Conn;
 use crate::keys::Keys;
 use crate::parts::Parts;
-use crate::replicas::{self, Replicas};
+use crate::{Replicas, replicas};
 
 /// One call of a batch.
 #[derive(Debug)]
