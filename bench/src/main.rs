@@ -10,6 +10,7 @@ mod core_suite;
 mod metered;
 mod precise;
 mod redis_suite;
+mod replicated;
 mod stores_suite;
 mod waits;
 
@@ -33,9 +34,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "stores" => rt.block_on(stores_suite::run())?,
         "waits" => rt.block_on(waits::run())?,
         "load" => rt.block_on(redis_suite::load())?,
+        "replicated" => rt.block_on(replicated::run())?,
         other => {
             return Err(format!(
-                "unknown suite {other:?}; suites: core, coord, redis, stores, waits, load"
+                "unknown suite {other:?}; suites: core, coord, redis, stores, waits, load, \
+                 replicated"
             )
             .into());
         }

@@ -38,6 +38,10 @@
 //!   echo replica, without and with durability (see [`allocs_per_msg`]).
 //! - `polls_while_waiting`, `heartbeat_cmds_while_waiting`, and the `w3_` figures: see
 //!   `waits.rs`.
+//! - `replicated_replicas3_msgs_per_s`, `wait_replicas3_msgs_per_s`, `wait_cost_us_per_msg`,
+//!   `replicated_idle_p50_us`, `wait_idle_p50_us` and `sentinel_replicas3_msgs_per_s`: on a
+//!   private master with a replica, and through Sentinel, at the end of the suite; see
+//!   `replicated.rs` (also alone: `cargo xtask bench replicated`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -50,7 +54,7 @@ use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 
 use crate::common::{CHATS, PER_CHAT, percentile, process_cpu_s, spread};
-use crate::{Figures, allocs, metered, waits};
+use crate::{Figures, allocs, metered, replicated, waits};
 
 pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -503,6 +507,8 @@ pub(crate) async fn run() -> Res<Figures> {
     figures.extend(waits::w3_figures(&w3));
     figures.extend(waits::w3_hub_figures(&w3_hub));
     figures.extend(waits::w3_floor_figures(&w3_floor));
+    drop(server);
+    figures.extend(replicated::run().await?);
     Ok(figures)
 }
 
