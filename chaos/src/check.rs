@@ -34,15 +34,25 @@ pub use self::report::{Accounted, Outside, Report};
 use self::in_flight::LetGo;
 
 impl Run {
-    /// The restarts of Redis with no data, as (start, end of the window around it where the
-    /// guarantees do not hold).
+    /// The faults outside the guarantees, as (start, end of the window around it where the
+    /// guarantees do not hold): restarts of Redis with no data, and failovers unless grants
+    /// waited for the replica.
     fn wipes(&self) -> Vec<(u64, u64)> {
         let lease = self.lease_ms * 1_000_000;
         self.faults
             .iter()
-            .filter(|f| f.kind == FaultKind::Restart)
+            .filter(|f| self.beyond(f.kind))
             .map(|f| (f.t.saturating_sub(lease), f.t_end + 3 * lease))
             .collect()
+    }
+
+    /// Whether faults of `kind` lie outside the guarantees on this run.
+    fn beyond(&self, kind: FaultKind) -> bool {
+        match kind {
+            FaultKind::Restart => true,
+            FaultKind::Failover => !self.wait_replicas,
+            _ => false,
+        }
     }
 
     fn outside(&self, t: u64) -> bool {
@@ -69,6 +79,7 @@ impl Run {
             self.sent.iter().map(|s| let_go.across_stop(&self.faults, s)).collect();
         self.check_replies(&let_go, &across, &mut report);
         self.check_turns(&across, &mut report);
+        self.check_grants(&mut report);
         self.check_takeovers(&mut report);
         self.check_transport(&let_go, &mut report);
         report

@@ -226,7 +226,7 @@ fn test(filters: &[&str]) -> Result<()> {
             "--chats",
             "20",
             "--faults",
-            "all",
+            "kill,stop,client-kill,pause,restart,starve",
             "--transport",
             "both",
         ]) {

@@ -55,12 +55,24 @@ pub enum FaultKind {
     /// Starve a replica of CPU for a while, as a noisy neighbour does: short SIGSTOPs with
     /// shorter runs between them.
     Starve,
+    /// Fail Redis over to its replica through Sentinel: by `SENTINEL FAILOVER`, or by killing
+    /// the master outright. Replication is asynchronous, so what the master had not passed on
+    /// yet is lost: inside the guarantees only when grants wait for the replica
+    /// (`--wait-replicas on`).
+    Failover,
 }
 
 impl FaultKind {
     /// Every kind, in the order the harness cycles through them.
-    pub const ALL: [Self; 6] =
-        [Self::Kill, Self::Stop, Self::ClientKill, Self::Pause, Self::Restart, Self::Starve];
+    pub const ALL: [Self; 7] = [
+        Self::Kill,
+        Self::Stop,
+        Self::ClientKill,
+        Self::Pause,
+        Self::Restart,
+        Self::Starve,
+        Self::Failover,
+    ];
 
     /// The kind's name on the command line and in the report.
     pub const fn name(self) -> &'static str {
@@ -71,6 +83,7 @@ impl FaultKind {
             Self::Pause => "pause",
             Self::Restart => "restart",
             Self::Starve => "starve",
+            Self::Failover => "failover",
         }
     }
 
@@ -161,6 +174,9 @@ pub struct Run {
     pub lease_ms: u64,
     /// Whether durability was on.
     pub durability: bool,
+    /// Whether grants waited for Redis's replica (`WAIT`): failovers are then inside the
+    /// guarantees.
+    pub wait_replicas: bool,
     /// When the run started, on the monotonic clock.
     pub t0: u64,
 }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::in_flight::{IN_FLIGHT, LetGo};
-use super::input::{FaultKind, Run};
+use super::input::{Fault, FaultKind, Run};
 use super::report::{Accounted, Report};
 use crate::record::Record;
 
@@ -94,32 +94,51 @@ impl Run {
                 continue;
             }
             let waiting_at = |t: u64| overtaken.first_after(a.chat, a.seq).is_none_or(|o| o > t);
-            // The first fault after the acknowledgement that could take the message with it:
-            // a restart of Redis with no data, or the death or freeze of the replica holding it.
-            // Taken before the fault began, acknowledged after: the acknowledgement was on its
-            // way out as the replica froze (or died).
+            // The faults after the acknowledgement that could take the message with it: a
+            // restart of Redis with no data or a failover that lost writes, and the death or
+            // freeze of the replica holding it. Taken before the fault began, acknowledged
+            // after: the acknowledgement was on its way out as the replica froze (or died).
             let decided = let_go.decided_at(a.chat, a.seq, &a.replica, a.t);
+            let after = |f: &&Fault| {
+                f.t + IN_FLIGHT >= a.t || decided.is_some_and(|t| t <= f.t && f.t <= a.t)
+            };
+            // A wipe that found it still waiting took it, whatever came before: a message
+            // journaled on a replica that died is gone with the journal, taken over or not.
+            // How long it had waited is in the report, so a wipe cannot hide a takeover that
+            // should have come long before.
+            let wiped = self
+                .faults
+                .iter()
+                .filter(after)
+                .filter(|f| self.beyond(f.kind) && waiting_at(f.t))
+                .min_by_key(|f| f.t);
+            if self.outside(a.t) || wiped.is_some() {
+                report.outside_guarantees.lost += 1;
+                if let Some(f) = wiped {
+                    report.wiped.push(Accounted {
+                        chat: a.chat,
+                        seq: a.seq,
+                        replica: a.replica.clone(),
+                        fault: f.kind,
+                        waited_ms: f.t.saturating_sub(a.t) / 1_000_000,
+                    });
+                }
+                continue;
+            }
+            // Else the first death or freeze of the replica holding it, if it was still
+            // waiting then.
             let next = self
                 .faults
                 .iter()
-                .filter(|f| {
-                    f.t + IN_FLIGHT >= a.t || decided.is_some_and(|t| t <= f.t && f.t <= a.t)
-                })
+                .filter(after)
                 .filter(|f| match f.kind {
-                    FaultKind::Restart => true,
                     FaultKind::Kill | FaultKind::Stop | FaultKind::Starve => {
                         f.replica.as_deref() == Some(a.replica.as_str())
                     }
-                    FaultKind::Pause | FaultKind::ClientKill => false,
+                    _ => false,
                 })
                 .min_by_key(|f| f.t)
                 .filter(|f| waiting_at(f.t));
-            // Acknowledged around a restart of Redis with no data (the window every other
-            // check counts apart too), or waiting when one came.
-            if self.outside(a.t) || next.is_some_and(|f| f.kind == FaultKind::Restart) {
-                report.outside_guarantees.lost += 1;
-                continue;
-            }
             // Without durability the spec lets a message go when the replica holding it died
             // (or froze past its lease) before handling it, or when Redis failed around it (a
             // turn it could not get, a send refused after the replica stalled): both reported

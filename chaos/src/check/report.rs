@@ -26,6 +26,8 @@ pub struct Outside {
     /// Polls let go before their replica was stopped that reached the platform after another
     /// replica's session opened.
     pub polls_across_stops: u64,
+    /// Double grants next to such a fault (see [`Report::double_grants`]).
+    pub double_grants: u64,
 }
 
 /// A lost message the spec allows without durability: it waited on a replica that died (or
@@ -92,6 +94,13 @@ pub struct Report {
     pub outside_guarantees: Outside,
     /// The lost messages the spec allows, each with the fault that explains it.
     pub accounted: Vec<Accounted>,
+    /// The messages a fault outside the guarantees found still waiting (a restart of Redis
+    /// with no data, a failover that lost writes), with how long they had waited by then.
+    pub wiped: Vec<Accounted>,
+    /// Grants of a chat's turn under a fence no larger than one granted on the chat before:
+    /// the grant history went back (a failover lost writes), and two holders may act under
+    /// one fence.
+    pub double_grants: u64,
     /// The lost messages it does not allow (up to 50).
     pub lost_examples: Vec<(u32, u32)>,
     /// The faults injected.
@@ -115,5 +124,6 @@ impl Report {
             + duplicates
             + self.stale_writes
             + self.transport_overlaps
+            + self.double_grants
     }
 }

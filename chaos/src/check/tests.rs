@@ -304,3 +304,33 @@ fn a_transport_takeover_is_timed_from_the_kill_of_the_polling_replica() {
     assert_eq!(report.transport_takeovers_ms, [110]);
     assert_eq!(report.transport_takeover_max_ms, 110);
 }
+
+fn grant(chat: u32, replica: &str, fence: u64, t: u64) -> Record {
+    Record::Grant { chat, replica: replica.into(), fence, passed: Vec::new(), t }
+}
+
+#[test]
+fn a_fence_granted_again_is_a_double_grant_and_outside_the_guarantees_across_a_lossy_failover() {
+    let mut run = clean();
+    run.history = vec![grant(1, "a", 7, MS), grant(1, "b", 8, 20 * MS), grant(1, "c", 8, 40 * MS)];
+    assert_eq!(run.check().double_grants, 1);
+    // Next to a failover, it is what Redis cannot promise without WAIT.
+    run.faults.push(fault(FaultKind::Failover, None, 35 * MS, 36 * MS));
+    let report = run.check();
+    assert_eq!((report.double_grants, report.outside_guarantees.double_grants), (0, 1));
+    // With grants waiting for the replica, a failover is inside the guarantees.
+    run.wait_replicas = true;
+    assert_eq!(run.check().double_grants, 1);
+}
+
+#[test]
+fn a_message_a_wipe_found_still_waiting_is_put_down_to_the_wipe_with_how_long_it_waited() {
+    let mut run = clean();
+    run.acked.push(acked(1, 2, "a", 40 * MS));
+    // Its replica was killed first; the journal that held it was wiped 20 s later.
+    run.faults.push(fault(FaultKind::Kill, Some("a"), 50 * MS, 60 * MS));
+    run.faults.push(fault(FaultKind::Restart, None, 20_040 * MS, 20_041 * MS));
+    let report = run.check();
+    assert_eq!((report.lost, report.outside_guarantees.lost), (0, 1), "{report:?}");
+    assert_eq!(report.wiped[0].waited_ms, 20_000);
+}

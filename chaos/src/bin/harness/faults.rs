@@ -5,12 +5,12 @@ use std::time::Duration;
 use anyhow::Result;
 use botmesh_chaos::check::{Fault, FaultKind};
 use botmesh_chaos::record::now_ns;
-use botmesh_testing::RedisServer;
 use rand::Rng;
 use rustix::process::Signal;
 use tokio::time::{Instant, sleep};
 
 use crate::process::{Replica, listening};
+use crate::redis::Redis;
 
 /// Which replica a fault of one replica hits: at random, or, half the time, `holder` (the
 /// replica polling the exclusive transport, when it runs), so that its takeover is exercised
@@ -29,7 +29,7 @@ pub(crate) async fn inject(
     kind: FaultKind,
     replicas: &mut [Replica],
     holder: Option<&str>,
-    redis: &mut RedisServer,
+    redis: &mut Redis,
     lease: Duration,
     t0: u64,
 ) -> Result<Fault> {
@@ -77,19 +77,13 @@ pub(crate) async fn inject(
             }
             t = bursts.first().map_or(t, |b| b.0);
         }
-        FaultKind::ClientKill => {
-            redis.cli(&["CLIENT", "KILL", "TYPE", "normal"])?;
-            redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"])?;
-        }
+        FaultKind::ClientKill => redis.kill_clients()?,
         FaultKind::Pause => {
-            let frozen = lease.mul_f64(rng.random_range(0.25..0.75));
-            redis.pause()?;
-            sleep(frozen).await;
-            redis.resume()?;
+            let frozen = redis.longest_pause(lease.mul_f64(rng.random_range(0.25..0.75)));
+            redis.pause(frozen).await?;
         }
-        FaultKind::Restart => {
-            redis.restart()?;
-        }
+        FaultKind::Restart => redis.restart()?,
+        FaultKind::Failover => redis.failover()?,
     }
     let t_end = now_ns();
     Ok(Fault {

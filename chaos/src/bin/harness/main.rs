@@ -11,6 +11,7 @@
 //! - `platform.rs`: the fake messaging platform (replies, the polling transport) and what it
 //!   writes down;
 //! - `users.rs`: the load generator;
+//! - `redis.rs`: the private Redis, alone or under Sentinel;
 //! - `faults.rs`: the faults;
 //! - `table.rs`: the report as a table.
 
@@ -19,9 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use botmesh_chaos::check::Run;
+use botmesh_chaos::check::{FaultKind, Run};
 use botmesh_chaos::record::{now_ns, read_history};
-use botmesh_testing::RedisServer;
 use rustix::process::Signal;
 use tokio::time::{Instant, sleep};
 
@@ -29,12 +29,14 @@ mod faults;
 mod options;
 mod platform;
 mod process;
+mod redis;
 mod table;
 mod users;
 
 use options::{Options, options};
 use platform::Platform;
 use process::{Contenders, Replica, free_port, listening, replica_binary};
+use redis::Redis;
 use users::{Via, user};
 
 /// Writes `items` as JSON lines, for a closer look after the run.
@@ -80,6 +82,8 @@ async fn replicas(o: &Options, redis: &str, platform: &str, runs: &Path) -> Resu
             if o.durability { "on".into() } else { "off".into() },
             "--transport".into(),
             o.transport.name().into(),
+            "--wait-replicas".into(),
+            if o.wait_replicas { "on".into() } else { "off".into() },
         ];
         let log = runs.join(format!("{id}.log"));
         let mut replica = Replica { id, port, child: None, command, log };
@@ -122,7 +126,9 @@ async fn main() -> Result<()> {
     let Some(o) = options()? else { return Ok(()) };
     let runs = o.out.join("run");
     fresh_dir(&runs)?;
-    let mut redis = RedisServer::start().context("starting a private redis-server")?;
+    // Sentinel only when the run needs it: a failover, or a replica for grants to wait for.
+    let sentinel = o.wait_replicas || o.faults.contains(&FaultKind::Failover);
+    let mut redis = Redis::start(sentinel, o.wait_replicas)?;
     let t0 = now_ns();
 
     let platform = Arc::new(Platform::default());
@@ -135,13 +141,18 @@ async fn main() -> Result<()> {
     let _contenders = Contenders::start(o.contend)?;
     println!(
         "chaos: {} replicas, {} chats, {}s, durability {}, transport {}, lease {} ms, \
-         {} busy processes, faults {:?}",
+         Redis {}, {} busy processes, faults {:?}",
         o.replicas,
         o.chats,
         o.duration.as_secs(),
         if o.durability { "on" } else { "off" },
         o.transport.name(),
         o.lease.as_millis(),
+        match (sentinel, o.wait_replicas) {
+            (false, _) => "alone",
+            (true, false) => "with Sentinel",
+            (true, true) => "with Sentinel, grants waiting for the replica",
+        },
         o.contend,
         o.faults.iter().map(|f| f.name()).collect::<Vec<_>>(),
     );
@@ -222,6 +233,7 @@ async fn main() -> Result<()> {
         polls,
         lease_ms: u64::try_from(o.lease.as_millis())?,
         durability: o.durability,
+        wait_replicas: o.wait_replicas,
         t0,
     };
     let mut report = run.check();

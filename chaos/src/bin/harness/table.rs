@@ -20,6 +20,7 @@ pub(crate) fn print(report: &Report) {
         ("duplicate_sends", report.duplicate_sends.to_string()),
         ("stale_writes", report.stale_writes.to_string()),
         ("transport_overlaps", report.transport_overlaps.to_string()),
+        ("double_grants", report.double_grants.to_string()),
         ("takeover_max_ms", report.takeover_max_ms.to_string()),
         ("transport_takeover_max_ms", report.transport_takeover_max_ms.to_string()),
         ("polling_sessions", report.polling_sessions.to_string()),
@@ -28,13 +29,15 @@ pub(crate) fn print(report: &Report) {
             "outside guarantees",
             format!(
                 "lost {}, overlaps {}, order {}, duplicate sends {}, stale writes {}, \
-                 transport overlaps {}, sends across stops {}, polls across stops {}",
+                 transport overlaps {}, double grants {}, sends across stops {}, \
+                 polls across stops {}",
                 o.lost,
                 o.overlaps,
                 o.order_violations,
                 o.duplicate_sends,
                 o.stale_writes,
                 o.transport_overlaps,
+                o.double_grants,
                 o.sends_across_stops,
                 o.polls_across_stops,
             ),

@@ -19,9 +19,11 @@
 //!     --transport both
 //! ```
 //!
-//! `--id` defaults to the `HOSTNAME` variable (a container's name), `--history` to none,
-//! `--bind` to `127.0.0.1`, `--lease-ms` to 15000, `--durability` to `on` and `--transport` to
-//! `shared`; this is how `examples/compose` runs it.
+//! `--redis` may be a `redis+sentinel://` URL; `--wait-replicas on` makes every grant wait for
+//! the master's replica. `--id` defaults to the `HOSTNAME` variable (a container's name),
+//! `--history` to none, `--bind` to `127.0.0.1`, `--lease-ms` to 15000, `--durability` to
+//! `on`, `--transport` to `shared` and `--wait-replicas` to `off`; this is how
+//! `examples/compose` runs it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,6 +66,8 @@ struct Args {
     shared: bool,
     /// Whether it runs the polling (exclusive) transport.
     exclusive: bool,
+    /// Whether every grant waits for Redis's replica to have it.
+    wait_replicas: bool,
 }
 
 fn args() -> Result<Args> {
@@ -92,6 +96,11 @@ fn args() -> Result<Args> {
             "on" => true,
             "off" => false,
             other => bail!("--durability is on or off, not {other}"),
+        },
+        wait_replicas: match or("wait-replicas", "off").as_str() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--wait-replicas is on or off, not {other}"),
         },
         shared: matches!(or("transport", "shared").as_str(), "shared" | "both"),
         exclusive: match or("transport", "shared").as_str() {
@@ -182,7 +191,14 @@ async fn main() -> Result<()> {
     // Replies must fail well within a third of the lease, for a stall to be noticed in time.
     let timeout = args.lease / 8;
     let options = || {
-        RedisOptions::new(&args.redis, PREFIX).response_timeout(timeout).connection_timeout(timeout)
+        let options = RedisOptions::new(&args.redis, PREFIX)
+            .response_timeout(timeout)
+            .connection_timeout(timeout);
+        // Half the response timeout, which the WAIT rides in.
+        match args.wait_replicas {
+            true => options.wait_for_replicas(1, timeout / 2),
+            false => options,
+        }
     };
     let redis = RedisStore::connect(options()).await.context("connecting the store")?;
     // Made by the store: it journals messages with their tickets, and acknowledges them with
