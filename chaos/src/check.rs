@@ -18,8 +18,10 @@
 //! - `replies.rs`: duplicates, losses and order; `turns.rs`: overlapping turns and stale
 //!   checkpoint writes; `takeovers.rs`: how long chats waited after a kill; `transport.rs`:
 //!   the exclusive transport's sessions;
-//! - `in_flight.rs`: what a replica let go before it froze.
+//! - `in_flight.rs`: what a replica let go before it froze;
+//! - `files.rs`: a run as the harness leaves it on disk, read back to check it again.
 
+mod files;
 mod in_flight;
 mod input;
 mod replies;
@@ -28,6 +30,7 @@ mod takeovers;
 mod transport;
 mod turns;
 
+pub use self::files::Settings;
 pub use self::input::{Acked, Fault, FaultKind, Polled, Run, Sent, Session};
 pub use self::report::{Accounted, Outside, Report};
 

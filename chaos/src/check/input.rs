@@ -1,12 +1,12 @@
 //! What the checker reads: the load generator's and the platform's accounts of the run, the
 //! replicas' histories, and the faults injected.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::record::Record;
 
 /// A message the load generator got a `200 OK` for.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Acked {
     /// The chat number.
     pub chat: u32,
@@ -19,7 +19,7 @@ pub struct Acked {
 }
 
 /// A send the fake platform received.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sent {
     /// The chat number.
     pub chat: u32,
@@ -39,7 +39,7 @@ pub struct Sent {
 }
 
 /// The kinds of fault the harness injects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// SIGKILL a replica, then start it again under the same replica id.
@@ -94,7 +94,7 @@ impl FaultKind {
 }
 
 /// A fault as it was injected.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fault {
     /// What was done.
     pub kind: FaultKind,
@@ -105,13 +105,11 @@ pub struct Fault {
     /// How long it lasted (until the restart, the SIGCONT), in ms.
     pub lasted_ms: u64,
     /// When it began, on the monotonic clock.
-    #[serde(skip)]
     pub t: u64,
     /// When it ended, on the monotonic clock.
-    #[serde(skip)]
     pub t_end: u64,
     /// For a starve: each stop of the replica, from its SIGSTOP to its SIGCONT.
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bursts: Vec<(u64, u64)>,
 }
 
@@ -128,7 +126,7 @@ impl Fault {
 }
 
 /// A session of the polling transport, as the platform saw it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Session {
     /// The platform's number for it, from 1 in the order sessions opened.
     pub id: u64,
@@ -142,7 +140,7 @@ pub struct Session {
 
 /// A poll of the polling transport, from its arrival at the platform to its answer (or its
 /// connection's end).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Polled {
     /// The session that polled.
     pub session: u64,

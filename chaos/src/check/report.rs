@@ -97,9 +97,8 @@ pub struct Report {
     /// The messages a fault outside the guarantees found still waiting (a restart of Redis
     /// with no data, a failover that lost writes), with how long they had waited by then.
     pub wiped: Vec<Accounted>,
-    /// Grants of a chat's turn under a fence no larger than one granted on the chat before:
-    /// the grant history went back (a failover lost writes), and two holders may act under
-    /// one fence.
+    /// Grants of a chat's turn under a fence granted on the chat before: the grant history
+    /// went back (a failover lost writes), and two holders may act under one fence.
     pub double_grants: u64,
     /// The lost messages it does not allow (up to 50).
     pub lost_examples: Vec<(u32, u32)>,

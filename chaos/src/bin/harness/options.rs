@@ -28,6 +28,7 @@ Options (defaults in brackets):
   --lease TIME        the replicas' lease: seconds, or a duration such as 1500ms [2s]
   --lease-ms MS       the same in milliseconds
   --out DIR           where histories and report.json go [target/chaos]
+  --check DIR         run nothing: check again the run an earlier --out DIR left there
 ";
 
 /// Which transports the replicas run.
@@ -74,6 +75,8 @@ pub(crate) struct Options {
     pub(crate) contend: usize,
     pub(crate) lease: Duration,
     pub(crate) out: PathBuf,
+    /// A finished run to check again instead of a new run.
+    pub(crate) check: Option<PathBuf>,
 }
 
 fn on_off(flag: &str, value: &str) -> Result<bool> {
@@ -99,6 +102,7 @@ pub(crate) fn options() -> Result<Option<Options>> {
         contend: 0,
         lease: Duration::from_millis(2000),
         out: PathBuf::from("target/chaos"),
+        check: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -118,6 +122,7 @@ pub(crate) fn options() -> Result<Option<Options>> {
             "--lease" => o.lease = time(&value)?.max(Duration::from_millis(300)),
             "--lease-ms" => o.lease = Duration::from_millis(num(&value)?.max(300)),
             "--out" => o.out = value.into(),
+            "--check" => o.check = Some(value.into()),
             "--durability" => o.durability = on_off(&flag, &value)?,
             "--wait-replicas" => o.wait_replicas = on_off(&flag, &value)?,
             "--contend" => o.contend = usize::try_from(num(&value)?)?,
