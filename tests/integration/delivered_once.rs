@@ -40,10 +40,10 @@ fn slow(provider: &TestProvider, work: Duration) -> (BotBuilder, Recorder) {
     (b, rec)
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_message_delivered_once_while_the_bot_stops_is_answered_before_the_transport_goes() {
-    let provider = once(Capabilities::shared());
-    let (b, rec) = slow(&provider, Duration::from_millis(100));
+/// A slow bot on `provider` takes `m1`, and while its stop drains it, `m2` is handed in: what
+/// `m2`'s sender was answered, and what the chat got once the stop returned.
+async fn deliver_while_stopping(provider: &TestProvider) -> (Verdict, Vec<String>, Recorder) {
+    let (b, rec) = slow(provider, Duration::from_millis(100));
     let bot = b.build().unwrap();
     bot.start().await.unwrap();
     assert_eq!(provider.deliver(Inbound::text("test", "m1", "c", "one")).await, Verdict::Queued);
@@ -54,28 +54,23 @@ async fn a_message_delivered_once_while_the_bot_stops_is_answered_before_the_tra
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(!stopping.is_finished(), "the bot still drains m1");
     let late = provider.deliver(Inbound::text("test", "m2", "c", "two")).await;
-    assert_eq!(late, Verdict::Queued, "taken: refusing it would lose it");
     stopping.await.unwrap().unwrap();
-    assert_eq!(provider.texts_to("c"), ["did one", "did two"]);
+    (late, provider.texts_to("c"), rec)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_delivered_once_while_the_bot_stops_is_answered_before_the_transport_goes() {
+    let (late, texts, rec) = deliver_while_stopping(&once(Capabilities::shared())).await;
+    assert_eq!(late, Verdict::Queued, "taken: refusing it would lose it");
+    assert_eq!(texts, ["did one", "did two"]);
     assert!(rec.errors().is_empty(), "{:?}", rec.errors());
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_message_a_platform_delivers_again_is_refused_while_the_bot_stops() {
-    let provider = TestProvider::new();
-    let (b, _rec) = slow(&provider, Duration::from_millis(100));
-    let bot = b.build().unwrap();
-    bot.start().await.unwrap();
-    assert_eq!(provider.deliver(Inbound::text("test", "m1", "c", "one")).await, Verdict::Queued);
-    let stopping = {
-        let bot = bot.clone();
-        tokio::spawn(async move { bot.stop().await })
-    };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    let late = provider.deliver(Inbound::text("test", "m2", "c", "two")).await;
+    let (late, texts, _rec) = deliver_while_stopping(&TestProvider::new()).await;
     assert_eq!(late, Verdict::Unavailable, "its platform delivers it again, here or elsewhere");
-    stopping.await.unwrap().unwrap();
-    assert_eq!(provider.texts_to("c"), ["did one"]);
+    assert_eq!(texts, ["did one"]);
 }
 
 #[tokio::test(start_paused = true)]

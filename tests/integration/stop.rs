@@ -11,7 +11,7 @@ use botmesh_core::{Bot, BotBuilder, BotError, Durability, Inbound, MemoryStore, 
 use botmesh_testing::{FaultyStore, TestProvider};
 
 use crate::backends::{Backend, Memory, Redis};
-use crate::replicas::replica;
+use crate::replicas::{Replica, replica};
 use crate::support::{Recorder, builder};
 
 on_both_backends!(
@@ -126,25 +126,29 @@ async fn a_burst_injected_right_before_stop_is_answered_in_full_on_two_threads()
     a_burst_injected_right_before_stop_is_answered_in_full().await;
 }
 
-/// The same burst on a replica's stream, durable, and the replica stopped at once with a
-/// `settle` too short to answer it all: what it answered, it answered once before its
-/// transport went; the rest the other replica answers once, in each chat's order.
-async fn a_burst_its_transport_delivered_right_before_a_replica_stops_is_answered_once_by_the_two(
+/// Two durable replicas, `a` and `b`, whose handlers work `work` each and whose stops drain
+/// for `settle` at most.
+async fn durable_pair(
     backend: &impl Backend,
-) {
-    let settle = |c: CoordinationConfig| c.settle(Duration::from_millis(500));
+    settle: Duration,
+    work: Duration,
+) -> (Replica, Replica) {
+    let settle = move |c: CoordinationConfig| c.settle(settle);
     let durable =
         |b: BotBuilder| b.durability(Durability::new().replay_every(Duration::from_millis(100)));
-    let work = Duration::from_millis(200);
     let a =
         replica(backend, "a", TestProvider::new(), settle, move |b| worker("a", work)(durable(b)))
             .await;
     let b =
         replica(backend, "b", TestProvider::new(), settle, move |b| worker("b", work)(durable(b)))
             .await;
-    for m in messages("test") {
-        assert!(a.provider.inject(m), "a's transport is up");
-    }
+    (a, b)
+}
+
+/// Stops `a`, which has every message of the scenario, and checks that it answered some before
+/// its transport went and nothing after, and that `b` answered the rest: each message once, in
+/// each chat's order, all acknowledged.
+async fn stop_a_and_b_answers_the_rest(backend: &impl Backend, a: &Replica, b: &Replica) {
     a.bot.stop().await.unwrap();
     let a_at_return = a.provider.sent();
     assert!(!a_at_return.is_empty(), "a answered what it could before its transport went");
@@ -160,19 +164,24 @@ async fn a_burst_its_transport_delivered_right_before_a_replica_stops_is_answere
     );
 }
 
+/// The same burst on a replica's stream, durable, and the replica stopped at once with a
+/// `settle` too short to answer it all: what it answered, it answered once before its
+/// transport went; the rest the other replica answers once, in each chat's order.
+async fn a_burst_its_transport_delivered_right_before_a_replica_stops_is_answered_once_by_the_two(
+    backend: &impl Backend,
+) {
+    let (a, b) =
+        durable_pair(backend, Duration::from_millis(500), Duration::from_millis(200)).await;
+    for m in messages("test") {
+        assert!(a.provider.inject(m), "a's transport is up");
+    }
+    stop_a_and_b_answers_the_rest(backend, &a, &b).await;
+}
+
 async fn a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_one_exactly_once(
     backend: &impl Backend,
 ) {
-    let settle = |c: CoordinationConfig| c.settle(Duration::from_secs(1));
-    let durable =
-        |b: BotBuilder| b.durability(Durability::new().replay_every(Duration::from_millis(100)));
-    let work = Duration::from_millis(300);
-    let a =
-        replica(backend, "a", TestProvider::new(), settle, move |b| worker("a", work)(durable(b)))
-            .await;
-    let b =
-        replica(backend, "b", TestProvider::new(), settle, move |b| worker("b", work)(durable(b)))
-            .await;
+    let (a, b) = durable_pair(backend, Duration::from_secs(1), Duration::from_millis(300)).await;
     // Every message is journaled and holds its ticket at a when the stop begins.
     // Each chat's messages arrive in order; the chats arrive side by side.
     let accepts: Vec<_> = messages("test")
@@ -189,22 +198,8 @@ async fn a_stopping_replica_answers_what_it_can_and_hands_the_rest_to_the_other_
     for accepted in accepts {
         accepted.await.unwrap();
     }
-    a.bot.stop().await.unwrap();
-    let a_at_return = a.provider.sent();
-    assert!(!a_at_return.is_empty(), "a answered what it could before its transport went");
-    assert!(a_at_return.len() < CHATS * PER_CHAT, "settle ran out before a was done");
     // b takes over what a handed back, in each chat's order.
-    b.provider.wait_sent(CHATS * PER_CHAT - a_at_return.len()).await;
-    b.provider.settled(&b.bot).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(a.provider.sent_count(), a_at_return.len(), "a sent nothing after stop returned");
-    let all = [a_at_return, b.provider.sent()].concat();
-    let counts = replies(&all);
-    assert_each_answered_once(&counts);
-    assert!(
-        backend.store().journal().unwrap().inbox_pending(100).await.unwrap().is_empty(),
-        "all acknowledged"
-    );
+    stop_a_and_b_answers_the_rest(backend, &a, &b).await;
 }
 
 /// A durable echo bot on a store whose acknowledgements the test can fail.

@@ -115,13 +115,7 @@ impl Run {
             if self.outside(a.t) || wiped.is_some() {
                 report.outside_guarantees.lost += 1;
                 if let Some(f) = wiped {
-                    report.wiped.push(Accounted {
-                        chat: a.chat,
-                        seq: a.seq,
-                        replica: a.replica.clone(),
-                        fault: f.kind,
-                        waited_ms: f.t.saturating_sub(a.t) / 1_000_000,
-                    });
+                    report.wiped.push(Accounted::new(a, f));
                 }
                 continue;
             }
@@ -157,13 +151,7 @@ impl Run {
             match blamed {
                 Some(f) => {
                     report.lost_allowed += 1;
-                    report.accounted.push(Accounted {
-                        chat: a.chat,
-                        seq: a.seq,
-                        replica: a.replica.clone(),
-                        fault: f.kind,
-                        waited_ms: f.t.saturating_sub(a.t) / 1_000_000,
-                    });
+                    report.accounted.push(Accounted::new(a, f));
                 }
                 None => {
                     report.lost += 1;

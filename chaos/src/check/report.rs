@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::input::{Fault, FaultKind};
+use super::input::{Acked, Fault, FaultKind};
 
 /// What a fault outside the guarantees broke.
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
@@ -45,6 +45,19 @@ pub struct Accounted {
     /// How long after the acknowledgement the fault began (0 when the message arrived while
     /// it lasted).
     pub waited_ms: u64,
+}
+
+impl Accounted {
+    /// Message `acked`, put down to fault `fault`.
+    pub(super) fn new(acked: &Acked, fault: &Fault) -> Self {
+        Self {
+            chat: acked.chat,
+            seq: acked.seq,
+            replica: acked.replica.clone(),
+            fault: fault.kind,
+            waited_ms: fault.t.saturating_sub(acked.t) / 1_000_000,
+        }
+    }
 }
 
 /// The checker's findings.
