@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use botmesh_traits::{BoxError, Error};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSub};
 use redis::cluster_async::ClusterConnection;
@@ -106,6 +107,18 @@ where
         Err(e) if e.is_connection_dropped() => send().await,
         result => result,
     }
+}
+
+/// The waits between the tries of what is tried again in the background (withdrawing a
+/// ticket, subscribing to a wake channel or to the sentinels): exponential with jitter, from
+/// 10 ms to one second, without end; the same policy as the runtime's retries.
+pub(crate) fn backoff() -> ExponentialBackoff {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(10))
+        .with_max_delay(Duration::from_secs(1))
+        .with_jitter()
+        .without_max_times()
+        .build()
 }
 
 /// Connection settings shared by the store and the coordinator.

@@ -31,7 +31,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use redis::aio::{ConnectionLike, MultiplexedConnection, PubSub};
@@ -41,8 +40,8 @@ use redis::{
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::Connect;
 use super::sentinel_url::SentinelUrl;
+use super::{Connect, backoff};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -411,14 +410,4 @@ async fn watch_switches(shared: Weak<Shared>) {
         }
         tokio::time::sleep(waits.next().unwrap_or(Duration::from_secs(1))).await;
     }
-}
-
-/// The waits between two subscriptions to the sentinels: from 10 ms to one second.
-fn backoff() -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(10))
-        .with_max_delay(Duration::from_secs(1))
-        .with_jitter()
-        .without_max_times()
-        .build()
 }

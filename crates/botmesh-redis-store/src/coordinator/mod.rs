@@ -3,7 +3,6 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use botmesh_traits::{
     BoxError, ChatKey, ClusterView, Coordinator, Error, Leadership, ReleaseOptions, Result, Ticket,
     TurnGrant, TurnJournal, async_trait,
@@ -33,18 +32,6 @@ use self::runs::{Release, Runs};
 use self::wake::{Waiters, passed_over, subscriber};
 use self::watch::Watch;
 use self::withdraw::{Withdraw, Withdrawals};
-
-/// The waits between the tries of what this coordinator tries again in the background
-/// (withdrawing a ticket, subscribing to its wake channel): exponential with jitter, from
-/// 10 ms to one second, without end; the same policy as the runtime's retries.
-fn backoff() -> ExponentialBackoff {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(10))
-        .with_max_delay(Duration::from_secs(1))
-        .with_jitter()
-        .without_max_times()
-        .build()
-}
 
 fn unavailable(reason: &str, e: impl Into<BoxError>) -> Error {
     Error::CoordinationUnavailable { reason: reason.to_owned(), source: Some(e.into()) }

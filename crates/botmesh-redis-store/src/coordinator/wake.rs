@@ -11,8 +11,9 @@ use botmesh_traits::{ChatKey, TurnGrant};
 use futures_util::StreamExt;
 use tokio::sync::{Notify, watch};
 
-use super::{RedisCoordinator, backoff, lock};
+use super::{RedisCoordinator, lock};
 use crate::conn::Source;
+use crate::conn::backoff;
 
 /// Local waiters, woken when a release hands a turn to one of this incarnation's tickets.
 #[derive(Default)]

@@ -9,8 +9,9 @@ use std::time::Duration;
 use botmesh_traits::{ChatKey, Ticket};
 use tokio::sync::Notify;
 
+use super::lock;
 use super::wake::Waiters;
-use super::{backoff, lock};
+use crate::conn::backoff;
 use crate::conn::{Conn, ms};
 use crate::keys::Keys;
 use crate::scripts;
