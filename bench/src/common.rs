@@ -59,6 +59,27 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted.get(rank.saturating_sub(1).min(sorted.len().saturating_sub(1))).copied().unwrap_or(0.0)
 }
 
+/// The result of a bench step that may fail on its backend.
+pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The median time, in µs, of one message alone on `bot`: from its arrival until the bot is
+/// idle again. Messages go one at a time, so nothing batches: every round trip of the
+/// message's path is waited for. The first message is not counted.
+pub(crate) async fn lone_message_p50_us(bot: &Bot, provider: &TestProvider) -> f64 {
+    const MESSAGES: usize = 500;
+    provider.say("chat", "warm");
+    provider.settled(bot).await;
+    let mut took = Vec::with_capacity(MESSAGES);
+    for _ in 0..MESSAGES {
+        let start = Instant::now();
+        provider.say("chat", "x");
+        provider.settled(bot).await;
+        took.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    took.sort_by(f64::total_cmp);
+    percentile(&took, 0.5)
+}
+
 /// The CPU time this process has used since it started, user and system, all threads, in
 /// seconds: `utime` and `stime` of `/proc/self/stat`, in the kernel's fixed 100 ticks a second
 /// (`USER_HZ`), so read to 10 ms.

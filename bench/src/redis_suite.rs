@@ -53,10 +53,8 @@ use botmesh_core::{Bot, BotBuilder, BotError, Durability, MemoryStore};
 use botmesh_redis_store::{RedisCoordinator, RedisStore};
 use botmesh_testing::{RedisServer, TestProvider};
 
-use crate::common::{CHATS, PER_CHAT, percentile, process_cpu_s, spread};
+use crate::common::{CHATS, PER_CHAT, Res, lone_message_p50_us, percentile, process_cpu_s, spread};
 use crate::{Figures, allocs, metered, replicated, waits};
-
-pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn echo(builder: BotBuilder) -> BotBuilder {
     builder.on_message(|ctx| async move {
@@ -273,22 +271,12 @@ async fn store_round_trips(url: &str, durable: bool) -> Res<f64> {
 /// reply sent and its turn given back. Messages go one at a time, so nothing batches: every
 /// round trip of the message's path is waited for.
 async fn durable_idle_p50_us(url: &str) -> Res<f64> {
-    const MESSAGES: usize = 500;
     flush(url).await?;
     let builder = echo(Bot::builder()).durability(Durability::new());
     let (bot, provider) = replica(url, "idle", "a", builder).await?;
-    provider.say("chat", "warm");
-    provider.settled(&bot).await;
-    let mut took = Vec::with_capacity(MESSAGES);
-    for _ in 0..MESSAGES {
-        let start = Instant::now();
-        provider.say("chat", "x");
-        provider.settled(&bot).await;
-        took.push(start.elapsed().as_secs_f64() * 1e6);
-    }
+    let p50 = lone_message_p50_us(&bot, &provider).await;
     bot.stop().await?;
-    took.sort_by(f64::total_cmp);
-    Ok(percentile(&took, 0.5))
+    Ok(p50)
 }
 
 /// The lock a naive bot takes around each message: `SET NX PX`, polled every 5 ms.

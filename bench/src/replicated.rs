@@ -28,8 +28,7 @@ use botmesh_core::{Bot, BotError, MemoryStore};
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{RedisSentinels, RedisServer, TestProvider};
 
-use crate::common::{percentile, spread};
-use crate::redis_suite::Res;
+use crate::common::{Res, lone_message_p50_us, spread};
 use crate::{Figures, metered};
 
 /// How long a grant waits for the replica, at most: far above a loopback acknowledgement.
@@ -89,20 +88,10 @@ async fn replicas3(options: &RedisOptions) -> Res<f64> {
 /// The median time, in µs, one message takes alone on one coordinated replica (the store in
 /// memory): from its arrival until the bot is idle again, its turn given back.
 async fn idle_p50_us(options: &RedisOptions) -> Res<f64> {
-    const MESSAGES: usize = 500;
     let (bot, provider) = echo_replica(options, "a", Arc::new(MemoryStore::new())).await?;
-    provider.say("chat", "warm");
-    provider.settled(&bot).await;
-    let mut took = Vec::with_capacity(MESSAGES);
-    for _ in 0..MESSAGES {
-        let start = Instant::now();
-        provider.say("chat", "x");
-        provider.settled(&bot).await;
-        took.push(start.elapsed().as_secs_f64() * 1e6);
-    }
+    let p50 = lone_message_p50_us(&bot, &provider).await;
     bot.stop().await?;
-    took.sort_by(f64::total_cmp);
-    Ok(percentile(&took, 0.5))
+    Ok(p50)
 }
 
 pub(crate) async fn run() -> Res<Figures> {

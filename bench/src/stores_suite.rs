@@ -19,9 +19,7 @@ use botmesh_testing::{MongoServer, RedisServer};
 use sqlx::Executor;
 
 use crate::Figures;
-use crate::common::percentile;
-
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::common::{Res, percentile};
 
 const ROUNDS: usize = 2_000;
 

@@ -44,8 +44,8 @@ use botmesh_core::{Bot, BotError, Inbound, MemoryStore, MessageId};
 use botmesh_testing::{MemoryCoordinationHub, MemoryCoordinator, TestProvider};
 use futures_util::StreamExt;
 
-use crate::common::{percentile, process_cpu_s};
-use crate::redis_suite::{Res, coordinated, redis_cpu_s, reset_stats, script_calls_executed};
+use crate::common::{Res, percentile, process_cpu_s};
+use crate::redis_suite::{coordinated, redis_cpu_s, reset_stats, script_calls_executed};
 
 /// What a client sent Redis while the chats waited, by kind.
 #[derive(Debug, Default)]
