@@ -254,6 +254,12 @@ impl From<&RedisOptions> for Connect {
 }
 
 impl Connect {
+    /// Longer than any one call's reply can take: its response timeout, and the wait for
+    /// replicas it may add.
+    pub(crate) fn settle(&self) -> Duration {
+        self.response_timeout + self.replicas.map_or(Duration::ZERO, |r| r.timeout)
+    }
+
     /// The client of `url`: over rustls for `rediss://`, trusting the configured CA.
     #[cfg(feature = "tls")]
     pub(crate) fn client(&self, url: &str) -> redis::RedisResult<redis::Client> {

@@ -20,6 +20,7 @@ use crate::{RedisOptions, RedisStore};
 
 mod batch;
 mod journal;
+mod reclaim;
 mod runs;
 mod view;
 mod wait;
@@ -28,6 +29,7 @@ mod watch;
 mod withdraw;
 
 use self::batch::{JournalKeys, Op, Turns};
+use self::reclaim::Reclaim;
 use self::runs::{Release, Runs};
 use self::wake::{Waiters, passed_over, subscriber};
 use self::watch::Watch;
@@ -64,6 +66,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///   documents whose keep ended, by the server's clock). The cluster view is one script in the
 ///   standalone layout; in the cluster layout, one round of scripts (the status tag, and each
 ///   leadership's shard) and one round of liveness checks, each round's commands concurrent.
+/// - Through Sentinel, each move of the master is followed by one look over the chats' turn
+///   states for turns and tickets the promoted replica still records as this incarnation's
+///   though it gave them up (a release or withdrawal that did not reach the replica); they
+///   are withdrawn, so that a live replica never holds a chat up (see `reclaim.rs`).
 #[must_use = "a coordinator does nothing until given to `CoordinationConfig::new`"]
 pub struct RedisCoordinator {
     conn: Conn,
@@ -79,13 +85,16 @@ pub struct RedisCoordinator {
     /// id and lease are set.
     batcher: std::sync::OnceLock<Batcher<Turns>>,
     /// Runs of a chat's own consecutive tickets, whose turn passes without a round trip.
-    runs: Runs,
+    runs: Arc<Runs>,
     /// The incarnations waited behind.
     watch: Arc<Watch>,
     watching: JoinHandle<()>,
     /// Withdraws tickets nobody will wait for, retrying until Redis answers.
     withdrawals: Withdrawals,
     withdrawer: JoinHandle<()>,
+    /// Gives back what a failover handed back (see `reclaim.rs`): started with the first
+    /// batch, through Sentinel only.
+    reclaimer: std::sync::OnceLock<JoinHandle<()>>,
     /// Whether a heartbeat registered this incarnation: a later one that finds it gone knows
     /// its leases expired meanwhile.
     registered: std::sync::atomic::AtomicBool,
@@ -114,6 +123,9 @@ impl Drop for RedisCoordinator {
         self.subscriber.abort();
         self.withdrawer.abort();
         self.watching.abort();
+        if let Some(reclaimer) = self.reclaimer.get() {
+            reclaimer.abort();
+        }
     }
 }
 
@@ -179,11 +191,12 @@ impl RedisCoordinator {
             waiters,
             subscriber,
             batcher: std::sync::OnceLock::new(),
-            runs: Runs::default(),
+            runs: Arc::default(),
             watch,
             watching,
             withdrawals,
             withdrawer,
+            reclaimer: std::sync::OnceLock::new(),
             registered: std::sync::atomic::AtomicBool::new(false),
             heartbeat_conn: tokio::sync::OnceCell::new(),
             source,
@@ -211,6 +224,7 @@ impl RedisCoordinator {
     /// Runs `op` in the next batch of takes and releases.
     async fn batched(&self, op: Op) -> Reply {
         let batcher = self.batcher.get_or_init(|| {
+            self.start_reclaim();
             Batcher::new(Turns {
                 conn: self.conn(),
                 keys: self.keys.clone(),
@@ -223,6 +237,24 @@ impl RedisCoordinator {
             })
         });
         batcher.call(op).await
+    }
+
+    /// Starts giving back what a failover hands back (see `reclaim.rs`), when the master can
+    /// move: through Sentinel, whose layout is standalone.
+    fn start_reclaim(&self) {
+        let Some(moved) = self.source.moved() else { return };
+        if self.keys.layout() != crate::KeyLayout::Standalone {
+            return;
+        }
+        let reclaim = Reclaim {
+            conn: self.conn(),
+            keys: self.keys.clone(),
+            incarnation: self.incarnation.clone(),
+            runs: Arc::clone(&self.runs),
+            withdrawals: self.withdrawals.clone(),
+            settle: self.connect.settle(),
+        };
+        let _ = self.reclaimer.set(tokio::spawn(reclaim.run(moved)));
     }
 
     /// Sends `op`, a take of tickets of `key` for the call `tid` (`what` it does, for its

@@ -179,6 +179,20 @@ impl Runs {
         chat.first.filter(|_| chat.holding == Some(seq) && unclaimed())
     }
 
+    /// Whether ticket `seq` of `key` is one this incarnation waits for or holds the turn
+    /// with, or one of the run holding the turn here (Redis records its first ticket as the
+    /// holder, and keeps the others queued until the run ends).
+    pub(super) fn knows(&self, key: &ChatKey, seq: u64) -> bool {
+        lock(&self.chats).get(key).is_some_and(|chat| {
+            chat.waiting.contains(&seq)
+                || chat.holding == Some(seq)
+                || chat
+                    .first
+                    .zip(chat.holding)
+                    .is_some_and(|(first, last)| (first..=last).contains(&seq))
+        })
+    }
+
     /// A heartbeat that started at `started` found the liveness key alive.
     pub(super) fn renewed(&self, started: Instant) {
         *lock(&self.renewed_at) = Some(started);
