@@ -259,35 +259,54 @@ impl RedisSentinels {
     /// [`wait_for_replica`](Self::wait_for_replica) waits for that.
     pub fn failover(&self) -> io::Result<u16> {
         let old = self.master_port()?;
-        // A sentinel that does not know the replica fit yet answers `NOGOODSLAVE`, one that
-        // is still in a failover `INPROG`: asked again until one takes it on.
-        let mut asked = false;
-        wait_until("SENTINEL FAILOVER", CHANGE_TIMEOUT, || {
-            asked = self.sentinels.iter().any(|s| {
-                Self::sentinel_cli(s.port, &["SENTINEL", "FAILOVER", &self.name])
-                    .is_ok_and(|out| out.trim() == "OK")
-            });
-            asked
-        })?;
-        self.wait_for_master_change(old)
+        let deadline = std::time::Instant::now() + CHANGE_TIMEOUT;
+        loop {
+            // A sentinel that does not know the replica fit yet answers `NOGOODSLAVE`, one
+            // that is still in a failover `INPROG`: asked again until one takes it on, or the
+            // failover in progress is done.
+            wait_until("SENTINEL FAILOVER", CHANGE_TIMEOUT, || {
+                self.moved_from(old).is_some()
+                    || self.sentinels.iter().any(|s| {
+                        Self::sentinel_cli(s.port, &["SENTINEL", "FAILOVER", &self.name])
+                            .is_ok_and(|out| out.trim() == "OK")
+                    })
+            })?;
+            // The sentinels give a failover they asked for up when the replica turns out
+            // unfit half way (and do not try it again on their own): asked once more then.
+            match self.wait_for_master_change_within(old, FAILOVER_TIMEOUT * 4) {
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => {}
+                done => return done,
+            }
+        }
     }
 
     /// Waits until every sentinel names a master other than the one on `old`, and that node
     /// says it is a master. Returns its port.
     pub fn wait_for_master_change(&self, old: u16) -> io::Result<u16> {
+        self.wait_for_master_change_within(old, CHANGE_TIMEOUT)
+    }
+
+    fn wait_for_master_change_within(&self, old: u16, within: Duration) -> io::Result<u16> {
         let mut new = None;
-        wait_until("a new master", CHANGE_TIMEOUT, || {
-            let ports: Vec<Option<u16>> =
-                self.sentinels.iter().map(|s| self.sentinel_master_port(s.port)).collect();
-            new = match ports.first() {
-                Some(&Some(port)) if port != old && ports.iter().all(|p| *p == Some(port)) => {
-                    self.role(port).is_some_and(|r| r == "master").then_some(port)
-                }
-                _ => None,
-            };
+        wait_until("a new master", within, || {
+            new = self.moved_from(old);
             new.is_some()
         })?;
         new.ok_or_else(|| io::Error::other("no new master"))
+    }
+
+    /// The port of the master, when every sentinel names the same one, other than `old`, and
+    /// that node says it is a master.
+    fn moved_from(&self, old: u16) -> Option<u16> {
+        let ports: Vec<Option<u16>> =
+            self.sentinels.iter().map(|s| self.sentinel_master_port(s.port)).collect();
+        match ports.first() {
+            Some(&Some(port)) if port != old && ports.iter().all(|p| *p == Some(port)) => {
+                self.role(port).is_some_and(|r| r == "master").then_some(port)
+            }
+            _ => None,
+        }
     }
 
     /// Kills the master with SIGKILL, as a crash would, and returns its port. The sentinels

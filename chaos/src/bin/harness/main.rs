@@ -176,6 +176,9 @@ async fn main() -> Result<()> {
 
     // Faults, cycling through the chosen kinds, until the traffic stops.
     let mut faults = Vec::new();
+    // A fault that could not be injected (the topology did not come back) ends the faults,
+    // not the run: what happened until then is still checked, and the run fails after.
+    let mut broken = None;
     let mut next = 0;
     sleep(o.fault_every.min(Duration::from_secs(5))).await;
     while !o.faults.is_empty() && Instant::now() + o.fault_every / 2 < until {
@@ -183,7 +186,16 @@ async fn main() -> Result<()> {
         next += 1;
         let holder = platform.holder();
         let fault =
-            faults::inject(kind, &mut replicas, holder.as_deref(), &mut redis, o.lease, t0).await?;
+            match faults::inject(kind, &mut replicas, holder.as_deref(), &mut redis, o.lease, t0)
+                .await
+            {
+                Ok(fault) => fault,
+                Err(e) => {
+                    println!("  injecting {} failed, no more faults: {e:#}", kind.name());
+                    broken = Some(e.context(format!("injecting {}", kind.name())));
+                    break;
+                }
+            };
         println!(
             "  {:>6} ms  {:<12} {}",
             fault.at_ms,
@@ -239,7 +251,8 @@ async fn main() -> Result<()> {
     let mut report = run.check();
     report.deliveries_refused = refused;
     report.sends_deduplicated = deduplicated;
-    conclude(&report, &o.out)
+    conclude(&report, &o.out)?;
+    broken.map_or(Ok(()), Err)
 }
 
 /// Leaves the run's accounts in `runs`, for a closer look and for `--check`.
