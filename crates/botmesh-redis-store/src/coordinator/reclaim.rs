@@ -12,15 +12,16 @@
 //!
 //! So each time the master moves (through Sentinel: see `conn/sentinel.rs`), the coordinator
 //! looks, once the move has settled, at every chat's turn state on the new master: one `SCAN`
-//! over the turn states, and one pipeline per page reading each chat's holder and queue. A
+//! of the keyspace matching the turn states, and one pipeline per page reading each chat's
+//! holder and queue. A
 //! turn or ticket of this incarnation that nothing here holds, runs or waits for is looked
 //! at again a moment later, so that a take or a wait whose reply was on its way is not taken
 //! for forgotten, and is then withdrawn the way a cancelled ticket is (`cancel.lua`, which
 //! checks that it is still ours): the next ticket gets the turn, and a message of ours
 //! journaled under it is taken over as a withdrawn one's would be.
 //!
-//! The cost is one pass over the chats with a turn state per move of the master, off the
-//! message path; a chat's state lives only while the chat is active or kept idle.
+//! The cost is one pass over the keyspace per move of the master, off the message path; the
+//! turn states it reads are those of the chats active or kept idle.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
