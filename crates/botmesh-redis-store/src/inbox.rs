@@ -8,6 +8,7 @@ use crate::call::ScriptCall;
 use crate::conn::{Conn, idempotent};
 use crate::keys::Keys;
 use crate::parts::Parts;
+use crate::{Replicas, replicas};
 
 /// One call of a batch.
 #[derive(Debug)]
@@ -46,6 +47,9 @@ pub(crate) struct Inbox {
     pub(crate) conn: Conn,
     pub(crate) keys: Keys,
     pub(crate) script: &'static Script,
+    /// The replicas every batch waits for: an append or an acknowledgement counts only once
+    /// they have it.
+    pub(crate) replicas: Option<Replicas>,
 }
 
 impl Batch for Inbox {
@@ -98,7 +102,10 @@ impl Batch for Inbox {
             }
         }
         let call = &call;
-        let reply = idempotent(|| async move { call.invoke(&mut self.conn.clone()).await }).await;
+        let reply = idempotent(|| async move {
+            replicas::script(call, &mut self.conn.clone(), self.replicas).await
+        })
+        .await;
         batch::split(reply, ops.len())
     }
 }

@@ -12,8 +12,10 @@ use redis::AsyncCommands;
 
 use crate::KeyLayout;
 use crate::batch::{Batch, Batcher, MAX_BATCH};
+use crate::call::ScriptCall;
 use crate::conn::{idempotent, ms};
 use crate::inbox::{Append, Inbox, Op};
+use crate::replicas;
 use crate::scripts;
 use crate::store::RedisStore;
 
@@ -25,6 +27,7 @@ impl RedisStore {
                 conn: self.conn(),
                 keys: self.keys.clone(),
                 script: scripts::INBOX_BATCH.get(),
+                replicas: self.options.replicas,
             })
         })
     }
@@ -51,7 +54,7 @@ impl JournalStore for RedisStore {
         };
         let fields = [&*record.id, record.key.as_str(), &record.payload, &record.owner];
         let op = Op::Append(Append::new(fields, state, ms(retain)));
-        let reply = self.batched(op).await.map_err(|e| Error::store("inbox_append", e))?;
+        let reply = self.batched(op).await.map_err(|e| replicas::store_error("inbox_append", e))?;
         Ok(match reply.first().map(String::as_str) {
             Some("new") => InboxAppend::Appended,
             Some("acked") => InboxAppend::Duplicate { state: InboxState::Acked },
@@ -63,7 +66,7 @@ impl JournalStore for RedisStore {
     async fn inbox_ack(&self, id: &str) -> Result<()> {
         self.batched(Op::Ack { id: id.to_owned() })
             .await
-            .map_err(|e| Error::store("inbox_ack", e))?;
+            .map_err(|e| replicas::store_error("inbox_ack", e))?;
         Ok(())
     }
 
@@ -73,7 +76,7 @@ impl JournalStore for RedisStore {
         for chunk in ids.chunks(MAX_BATCH) {
             let ops = chunk.iter().map(|id| Op::Ack { id: id.clone() }).collect();
             for reply in self.inbox().sender().send(ops).await {
-                reply.map_err(|e| Error::store("inbox_ack_batch", e))?;
+                reply.map_err(|e| replicas::store_error("inbox_ack_batch", e))?;
             }
         }
         Ok(())
@@ -121,14 +124,11 @@ impl JournalStore for RedisStore {
 
     async fn inbox_claim(&self, id: &str, from: &str, to: &str) -> Result<bool> {
         let record = &self.keys.inbox(&format!("r:{id}"));
+        let mut call = ScriptCall::new(scripts::INBOX_CLAIM.get(), 1, 3, record.len() + 64);
+        call.arg(record).arg(from).arg(to);
+        let call = &call;
         let send = || async move {
-            scripts::INBOX_CLAIM
-                .get()
-                .key(record)
-                .arg(from)
-                .arg(to)
-                .invoke_async::<i64>(&mut self.conn())
-                .await
+            replicas::script::<i64>(call, &mut self.conn(), self.options.replicas).await
         };
         let n = match send().await {
             Ok(n) => n,
@@ -137,17 +137,17 @@ impl JournalStore for RedisStore {
                 // that is `to`'s now is this claim's doing. Otherwise it goes again.
                 match self.inbox_get(id).await? {
                     Some(r) if r.state == InboxState::Pending && r.owner == to => return Ok(true),
-                    _ => send().await.map_err(|e| Error::store("inbox_claim", e))?,
+                    _ => send().await.map_err(|e| replicas::store_error("inbox_claim", e))?,
                 }
             }
-            Err(e) => return Err(Error::store("inbox_claim", e)),
+            Err(e) => return Err(replicas::store_error("inbox_claim", e)),
         };
         Ok(n == 1)
     }
 
     async fn outbox_mark(&self, key: &str, ttl: Duration) -> Result<()> {
         let op = Op::Mark { key: key.to_owned(), ttl_ms: ms(ttl) };
-        self.batched(op).await.map(drop).map_err(|e| Error::store("outbox_mark", e))
+        self.batched(op).await.map(drop).map_err(|e| replicas::store_error("outbox_mark", e))
     }
 
     async fn outbox_marked(&self, key: &str) -> Result<bool> {

@@ -4,8 +4,9 @@
 //! Replication is asynchronous: a grant (a turn, a leadership, a fenced lock, a lease, a
 //! task's occurrence, a heartbeat that keeps them) written on the master just before a
 //! failover may be missing on the replica promoted in its place, which then grants it again.
-//! With this setting, every call that grants or renews something its caller will act on is
-//! sent in one pipeline with two more commands, so it costs no extra round trip:
+//! With this setting, every call that grants or renews something its caller will act on, and
+//! every store write a message's safety rests on, is sent in one pipeline with two more
+//! commands, so it costs no extra round trip:
 //!
 //! 1. the call itself (a script, or the heartbeat's `SET`);
 //! 2. `PUBLISH botmesh:replicated ""`, a barrier: a write that goes to the replicas and moves
@@ -35,7 +36,12 @@
 //!   reached the caller, so that the next try can take it;
 //! - a **renewal** (locks, leases, heartbeats) reported failed leaves the holder going by the
 //!   last renewal that was replicated, which is what a promoted replica has;
-//! - a **task claim** reported failed skips the occurrence here, as a lost reply does.
+//! - a **task claim** reported failed skips the occurrence here, as a lost reply does;
+//! - a **store write** a message's safety rests on (journal appends, acknowledgements and
+//!   claims, outbox marks, checkpoint writes and clears) reported failed is one the caller
+//!   does again or gives up as for any store error: an append is refused to the platform,
+//!   which delivers again (and finds it journaled once replicated); a checkpoint write ends
+//!   the conversation as a lost turn does.
 //!
 //! A refusal by the master itself (`NOREPLICAS`, under `min-replicas-to-write`) is reported
 //! the same way.
@@ -115,17 +121,22 @@ async fn waiting(cmd: &Cmd, conn: &mut Conn, replicas: Replicas) -> RedisResult<
 
 /// Whether `e` says the replicas did not acknowledge a grant in time, or the master refused
 /// it for want of replicas (`NOREPLICAS`, under `min-replicas-to-write`).
+/// A write refused inside a script reaches us as the script's error, its message naming it.
 pub(crate) fn is_refused(e: &RedisError) -> bool {
-    e.code() == Some("NOREPLICAS") || e.to_string().starts_with(SHORTFALL)
+    let text = e.to_string();
+    e.code() == Some("NOREPLICAS") || text.starts_with(SHORTFALL) || text.contains("NOREPLICAS")
 }
 
 /// The store's error for `op` failing with `e`: [`Error::CoordinationUnavailable`] when the
 /// replicas refused it (see [`is_refused`]), else [`Error::Store`].
-pub(crate) fn store_error(op: &'static str, e: RedisError) -> Error {
-    if is_refused(&e) {
+pub(crate) fn store_error<E>(op: &'static str, e: E) -> Error
+where
+    E: std::borrow::Borrow<RedisError> + Into<botmesh_traits::BoxError>,
+{
+    if is_refused(e.borrow()) {
         Error::CoordinationUnavailable {
             reason: format!("{op}: not replicated to enough replicas"),
-            source: Some(Box::new(e)),
+            source: Some(e.into()),
         }
     } else {
         Error::store(op, e)

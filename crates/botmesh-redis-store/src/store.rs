@@ -411,17 +411,17 @@ impl RedisStore {
         expected: Option<u64>,
     ) -> Result<CasOutcome> {
         let checkpoint = &self.keys.entity("cp", key);
+        let bytes = checkpoint.len() + write.data.len() + 80;
+        let mut call = ScriptCall::new(scripts::SET_CHECKPOINT.get(), 1, 6, bytes);
+        call.arg(checkpoint)
+            .arg(mode)
+            .arg(expected.map(|e| e.to_string()).unwrap_or_default())
+            .arg(&write.data)
+            .arg(write.ttl.map(|t| ms(t).to_string()).unwrap_or_default())
+            .arg(ms(KEEP));
+        let call = &call;
         let send = || async move {
-            scripts::SET_CHECKPOINT
-                .get()
-                .key(checkpoint)
-                .arg(mode)
-                .arg(expected.map(|e| e.to_string()).unwrap_or_default())
-                .arg(&write.data)
-                .arg(write.ttl.map(|t| ms(t).to_string()).unwrap_or_default())
-                .arg(ms(KEEP))
-                .invoke_async::<(i64, String)>(&mut self.conn())
-                .await
+            replicas::script::<(i64, String)>(call, &mut self.conn(), self.replicas()).await
         };
         let (written, rev) = match send().await {
             Ok(reply) => reply,
@@ -434,10 +434,10 @@ impl RedisStore {
                     Some(now) if now.data == write.data && Some(now.revision) != expected => {
                         return Ok(CasOutcome::Written { revision: now.revision });
                     }
-                    _ => send().await.map_err(|e| Error::store(op, e))?,
+                    _ => send().await.map_err(|e| replicas::store_error(op, e))?,
                 }
             }
-            Err(e) => return Err(Error::store(op, e)),
+            Err(e) => return Err(replicas::store_error(op, e)),
         };
         let rev = if rev.is_empty() { None } else { Some(parse_u64("revision", &rev)?) };
         Ok(match (written, rev) {
@@ -450,17 +450,15 @@ impl RedisStore {
     /// landed the first time leaves nothing for the second to clear.
     async fn clear(&self, op: &'static str, key: &str, expected: Option<u64>) -> Result<bool> {
         let checkpoint = &self.keys.entity("cp", key);
+        let mut call =
+            ScriptCall::new(scripts::CLEAR_CHECKPOINT.get(), 1, 3, checkpoint.len() + 48);
+        call.arg(checkpoint).arg(expected.map(|e| e.to_string()).unwrap_or_default()).arg(ms(KEEP));
+        let call = &call;
         let n: i64 = idempotent(|| async move {
-            scripts::CLEAR_CHECKPOINT
-                .get()
-                .key(checkpoint)
-                .arg(expected.map(|e| e.to_string()).unwrap_or_default())
-                .arg(ms(KEEP))
-                .invoke_async(&mut self.conn())
-                .await
+            replicas::script(call, &mut self.conn(), self.replicas()).await
         })
         .await
-        .map_err(|e| Error::store(op, e))?;
+        .map_err(|e| replicas::store_error(op, e))?;
         Ok(n == 1)
     }
 

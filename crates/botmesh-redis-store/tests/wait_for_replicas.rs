@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::RedisSentinels;
-use botmesh_traits::{ChatKey, Coordinator, Error, ErrorKind, Leadership, Result, Store};
+use botmesh_traits::{
+    ChatKey, CheckpointWrite, Coordinator, Error, ErrorKind, InboxAppend, InboxRecord,
+    JournalStore, Leadership, Result, Store,
+};
 use tokio::time::Instant;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -50,7 +53,7 @@ where
 fn refused<T: std::fmt::Debug>(what: &str, result: Result<T>) {
     match result {
         Err(e) => {
-            assert_eq!(e.kind(), ErrorKind::CoordinationUnavailable, "{what}: {e}");
+            assert_eq!(e.kind(), ErrorKind::CoordinationUnavailable, "{what}: {e:?}");
             assert!(e.is_retryable(), "{what}");
         }
         Ok(granted) => panic!("{what} was granted without its replica: {granted:?}"),
@@ -128,6 +131,31 @@ async fn a_grant_on_a_master_whose_replica_is_gone_is_refused_typed_and_retryabl
     let two = eventually(SETTLE, || c.take_ticket(&chat)).await.unwrap();
     assert!(two.grant.is_some(), "the refused ticket was withdrawn: the chat is free");
     c.heartbeat(LEASE).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_writes_a_message_rests_on_wait_for_the_replica_too() {
+    let _serial = SERIAL.lock().await;
+    // No `min-replicas-to-write`: the master takes every write, and only the wait refuses.
+    let topology = blocking(RedisSentinels::start).unwrap();
+    let options = RedisOptions::new(&topology.url(), "s").wait_for_replicas(1, WAIT);
+    let store = RedisStore::connect(options).await.unwrap();
+    let record = InboxRecord::pending("m1", "chat", "{}", "a");
+    let write = CheckpointWrite::new("{\"step\":1}");
+
+    let replica = blocking(|| topology.replica_port()).unwrap();
+    blocking(|| topology.node(replica).unwrap().pause()).unwrap();
+    refused("a journal append", store.inbox_append(&record, LEASE).await);
+    refused("a checkpoint write", store.set_checkpoint("conv", &write).await);
+    refused("an acknowledgement", store.inbox_ack("m1").await);
+
+    // Landed on the master all the same: once the replica has them, a retry finds the record
+    // journaled (a duplicate of our own) and writes the checkpoint again.
+    blocking(|| topology.node(replica).unwrap().resume()).unwrap();
+    let again = eventually(SETTLE, || store.inbox_append(&record, LEASE)).await.unwrap();
+    assert!(matches!(again, InboxAppend::Duplicate { .. }), "{again:?}");
+    eventually(SETTLE, || store.set_checkpoint("conv", &write)).await.unwrap();
+    assert_eq!(store.get_checkpoint("conv").await.unwrap().unwrap().data, write.data);
 }
 
 /// A leadership granted to A on a master that cannot pass it on (its replica frozen and its
