@@ -728,3 +728,70 @@ async fn dropped_connections(made: Made) {
     );
     assert_eq!(store.get_checkpoint("test:c").await.unwrap(), None, "the flow ended");
 }
+
+/// A delivery refused because Redis froze, whose append sat in the frozen server's buffer and
+/// landed only once it thawed, long after every look the refusing replica made while Redis
+/// did not answer. The sender delivers again to the other replica, as a load balancer does:
+/// the refusing replica, alive throughout, must still give the record up, so that a delivery
+/// takes it and it is answered, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_delivery_whose_append_lands_after_a_long_freeze_is_answered_by_a_later_delivery()
+{
+    // Long enough that the refusing replica stays alive through the freeze: only it may give
+    // its record up.
+    const LONG_LEASE: Duration = Duration::from_secs(30);
+    // Longer than the looks at whether the append landed (about five seconds).
+    const FROZEN: Duration = Duration::from_secs(8);
+    let server = RedisServer::start().unwrap();
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut bots = Vec::new();
+    for id in ["a", "b"] {
+        let store: Arc<dyn Store> = Arc::new(RedisStore::connect(options(&server)).await.unwrap());
+        let coordinator = RedisCoordinator::connect(options(&server))
+            .await
+            .unwrap()
+            .with_replica_id(id)
+            .with_lease(LONG_LEASE);
+        let seen = Arc::clone(&handled);
+        let bot = Bot::builder()
+            .provider(TestProvider::new())
+            .store(store)
+            .coordination(CoordinationConfig::new(coordinator).build())
+            .durability(Durability::new())
+            .on_message(move |ctx| {
+                seen.lock().unwrap().push(format!("{id}:{}", ctx.body()));
+                async { Ok::<_, BotError>(()) }
+            })
+            .build()
+            .unwrap();
+        bot.start().await.unwrap();
+        bots.push(bot);
+    }
+    let message = Inbound::text("webhook", "m1", "chat", "hello");
+
+    server.pause().unwrap();
+    assert!(bots[0].accept(message.clone()).await.is_err(), "Redis is frozen");
+    tokio::time::sleep(FROZEN).await;
+    server.resume().unwrap();
+
+    // The sender tries the other replica until one acknowledges.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match bots[1].accept(message.clone()).await {
+            Ok(accepted) => {
+                assert_eq!(accepted, botmesh_core::Accepted::Queued, "taken by this delivery");
+                break;
+            }
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "the record stays with the replica that refused it: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bots[1].wait_idle().await;
+    assert_eq!(*handled.lock().unwrap(), ["b:hello"], "answered once");
+    for bot in &bots {
+        bot.stop().await.unwrap();
+    }
+}

@@ -27,7 +27,8 @@ use crate::telemetry::Tally;
 use crate::coordination::RELEASED;
 
 /// When a delivery refused after its append gave up looks again whether the append landed:
-/// the append may sit in a frozen server's buffer for a while.
+/// the append may sit in a frozen server's buffer for a while. A look the store does not
+/// answer does not count: it is made again, at the last of these waits, until one is.
 const LANDING_LOOKS: [Duration; 4] = [
     Duration::from_millis(50),
     Duration::from_millis(200),
@@ -279,19 +280,25 @@ impl Repairs {
             // A later delivery of it was taken here, and is queued.
             return Tried::Done;
         }
+        // A look the store did not answer is no look: the append may land the moment the
+        // store is back, and a record left pending under this live replica would be refused
+        // to every later delivery. Looked at again, at the longest wait, until it answers.
+        let unanswered =
+            Tried::Again(Repair::Landing { id: id.clone(), look: LANDING_LOOKS.len() - 1 });
         let done = match inbox.inbox_get(&id).await {
             Ok(Some(r)) if r.state == InboxState::Pending && r.owner == journal.owner => {
                 match inbox.inbox_claim(&id, journal.owner, RELEASED).await {
                     Ok(_) => true,
                     Err(e) => {
                         journal.events.error(None, e.into());
-                        false
+                        return unanswered;
                     }
                 }
             }
             // Taken by now (acknowledged, adopted): nothing to release.
             Ok(Some(_)) => true,
-            Ok(None) | Err(_) => false,
+            Ok(None) => false,
+            Err(_) => return unanswered,
         };
         if done || look >= LANDING_LOOKS.len() {
             landing.remove(&id);
