@@ -215,9 +215,9 @@ fn test(filters: &[&str]) -> Result<()> {
         }
 
         // 100 seconds of every fault (replica kills, freezes and starves, a frozen Redis,
-        // killed connections, Redis restarted empty) on both transports at once (the webhook
-        // every replica serves, the polling session one replica holds), failing on any
-        // violation inside the guarantees.
+        // killed connections, Redis restarted empty, Redis failed over under Sentinel) on both
+        // transports at once (the webhook every replica serves, the polling session one
+        // replica holds), failing on any violation inside the guarantees.
         match chaos(&[
             "--duration",
             "100",
@@ -226,7 +226,7 @@ fn test(filters: &[&str]) -> Result<()> {
             "--chats",
             "20",
             "--faults",
-            "kill,stop,client-kill,pause,restart,starve",
+            "all",
             "--transport",
             "both",
         ]) {
