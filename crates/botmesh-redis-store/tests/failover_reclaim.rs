@@ -15,6 +15,9 @@ use botmesh_testing::RedisSentinels;
 use botmesh_traits::{ChatKey, Coordinator};
 use tokio::time::Instant;
 
+mod common;
+use common::sentinel::{SETTLE, blocking, cut_off_replica, lose_master, replicated};
+
 /// Long enough that no liveness key runs out during a test: a chat freed meanwhile was freed
 /// by the replica holding it.
 const LEASE: Duration = Duration::from_secs(60);
@@ -24,24 +27,7 @@ const WAIT: Duration = Duration::from_millis(500);
 
 /// How long the chat may take to be free after the failover, on a loaded machine: the move
 /// noticed, the settle waits (a few seconds) and the withdrawal; far below `LEASE`.
-const FREED: Duration = Duration::from_secs(30);
-
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
-
-/// Waits until the replica has everything the master has now.
-async fn replicated(topology: &RedisSentinels) {
-    let probe = format!("{:?}", std::time::SystemTime::now());
-    let (master, replica) =
-        blocking(|| (topology.master_port().unwrap(), topology.replica_port().unwrap()));
-    blocking(|| topology.cli(master, &["SET", "probe", &probe]).unwrap());
-    let deadline = Instant::now() + FREED;
-    while blocking(|| topology.cli(replica, &["GET", "probe"]).unwrap()).trim() != probe {
-        assert!(Instant::now() < deadline, "the replica does not catch up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+const FREED: Duration = SETTLE;
 
 /// Replica A holds chat `held` and has a ticket queued behind B on chat `queued`; both are
 /// replicated. Then the replica node freezes with its link cut, A releases its turn and
@@ -67,11 +53,7 @@ async fn a_failover_undoes_what_a_gave_up(wait: bool) {
     replicated(&topology).await;
 
     // The replica freezes and its link is cut: nothing A does now reaches it.
-    let (master, replica) =
-        blocking(|| (topology.master_port().unwrap(), topology.replica_port().unwrap()));
-    blocking(|| topology.node(replica).unwrap().pause()).unwrap();
-    let cut = blocking(|| topology.cli(master, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap());
-    assert_eq!(cut.trim(), "1", "one replication link cut");
+    let replica = cut_off_replica(&topology);
     // Landed on the master; waiting for replicas, reported failed (and retried, as the
     // coordination runtime does, below).
     let released = a.release_turn(&turn).await;
@@ -79,11 +61,8 @@ async fn a_failover_undoes_what_a_gave_up(wait: bool) {
     // Withdrawals are confirmed by the master alone.
     a.cancel_ticket(&behind).await.unwrap();
 
-    // The master dies; the replica wakes and is promoted without A's release and withdrawal.
-    let killed = blocking(|| topology.kill_master()).unwrap();
-    blocking(|| topology.node(replica).unwrap().resume()).unwrap();
-    let new = blocking(|| topology.wait_for_master_change(killed)).unwrap();
-    assert_eq!(new, replica);
+    // The master dies; the replica is promoted without A's release and withdrawal.
+    let killed = lose_master(&mut topology, replica);
     if wait {
         blocking(|| topology.revive(killed)).unwrap();
     }

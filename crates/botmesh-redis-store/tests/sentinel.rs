@@ -10,7 +10,6 @@
 //! failing over at once on a two-core machine make sentinels miss their one-second deadlines.
 #![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,21 +17,16 @@ use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
 use botmesh_testing::{
     CoordinatorHarness, RedisSentinels, coordinator_conformance, store_conformance,
 };
-use botmesh_traits::{ChatKey, Coordinator, ErrorKind, Result, Store};
+use botmesh_traits::{ChatKey, Coordinator, ErrorKind, Store};
 use tokio::time::Instant;
+
+mod common;
+use common::sentinel::{SETTLE, blocking, eventually};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Long enough that no lease runs out during a test: liveness is not what these test.
 const LEASE: Duration = Duration::from_secs(60);
-
-/// How long a failover's consequences may take to show, on a loaded machine.
-const SETTLE: Duration = Duration::from_secs(30);
-
-/// Runs the topology's blocking control off the runtime's async path.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
 
 /// Waits until `ready`, for at most `within`.
 async fn until(within: Duration, mut ready: impl FnMut() -> bool) {
@@ -40,24 +34,6 @@ async fn until(within: Duration, mut ready: impl FnMut() -> bool) {
     while !ready() {
         assert!(Instant::now() < deadline, "not ready within {within:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Calls `f` until it succeeds, for at most `within`; the last error otherwise.
-async fn eventually<T, F, Fut>(within: Duration, mut f: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        match f().await {
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            done => return done,
-        }
     }
 }
 

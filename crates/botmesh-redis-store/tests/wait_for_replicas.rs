@@ -6,7 +6,6 @@
 //! (see `sentinel.rs`); the tests run one at a time (`SERIAL`).
 #![allow(clippy::unwrap_used, reason = "test code: a failed expectation is a failed test")]
 
-use std::future::Future;
 use std::time::Duration;
 
 use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
@@ -17,6 +16,9 @@ use botmesh_traits::{
 };
 use tokio::time::Instant;
 
+mod common;
+use common::sentinel::{SETTLE, blocking, cut_off_replica, eventually, lose_master, replicated};
+
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Long enough that no lease runs out during a test.
@@ -24,30 +26,6 @@ const LEASE: Duration = Duration::from_secs(60);
 
 /// How long a grant waits for its replica: well below the default 2 s response timeout.
 const WAIT: Duration = Duration::from_millis(500);
-
-/// How long a failover's consequences may take to show, on a loaded machine.
-const SETTLE: Duration = Duration::from_secs(30);
-
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
-
-/// Calls `f` until it succeeds, for at most `within`; the last error otherwise.
-async fn eventually<T, F, Fut>(within: Duration, mut f: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        match f().await {
-            Err(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            done => return done,
-        }
-    }
-}
 
 /// Asserts that `result` is the refusal of a grant for want of replicas: typed, retryable.
 fn refused<T: std::fmt::Debug>(what: &str, result: Result<T>) {
@@ -58,24 +36,6 @@ fn refused<T: std::fmt::Debug>(what: &str, result: Result<T>) {
         }
         Ok(granted) => panic!("{what} was granted without its replica: {granted:?}"),
     }
-}
-
-/// Waits until the replica has everything the master has now: a probe written to the master
-/// shows on the replica (replication keeps the master's order).
-async fn replicated(topology: &RedisSentinels) {
-    let probe = uuid_like();
-    let (master, replica) =
-        blocking(|| (topology.master_port().unwrap(), topology.replica_port().unwrap()));
-    blocking(|| topology.cli(master, &["SET", "probe", &probe]).unwrap());
-    let deadline = Instant::now() + SETTLE;
-    while blocking(|| topology.cli(replica, &["GET", "probe"]).unwrap()).trim() != probe {
-        assert!(Instant::now() < deadline, "the replica does not catch up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn uuid_like() -> String {
-    format!("{:?}", std::time::SystemTime::now())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,21 +136,10 @@ async fn campaigns_across_a_lost_grant(wait: bool) -> (Result<Option<Leadership>
     // Both replicas are known alive on the replica too.
     replicated(&topology).await;
 
-    // The replica stops, and its link is cut: nothing written from now on reaches it (not
-    // even into its socket's buffer, which it would read on waking).
-    let (master, replica) =
-        blocking(|| (topology.master_port().unwrap(), topology.replica_port().unwrap()));
-    blocking(|| topology.node(replica).unwrap().pause()).unwrap();
-    let cut = blocking(|| topology.cli(master, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap());
-    assert_eq!(cut.trim(), "1", "one replication link cut");
+    let replica = cut_off_replica(&topology);
     let first = a.try_lead("transport", LEASE).await;
-
-    // The master dies with the grant; the replica wakes at once (before the sentinels take it
-    // for down too) and is promoted without it.
-    let killed = blocking(|| topology.kill_master()).unwrap();
-    blocking(|| topology.node(replica).unwrap().resume()).unwrap();
-    let new = blocking(|| topology.wait_for_master_change(killed)).unwrap();
-    assert_eq!(new, replica);
+    // The master dies with the grant; the replica is promoted without it.
+    let killed = lose_master(&mut topology, replica);
     if wait {
         // A grant waits for a replica: the old master comes back as one.
         blocking(|| topology.revive(killed)).unwrap();

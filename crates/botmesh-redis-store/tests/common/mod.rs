@@ -1,5 +1,8 @@
-//! What the test files of this crate share: the server's counters.
+//! What the test files of this crate share: the server's counters, and the helpers of the
+//! tests on a Sentinel topology (`sentinel.rs`).
 #![allow(dead_code, reason = "each test file uses its own part of these")]
+
+pub(crate) mod sentinel;
 
 /// How many commands the server executed, since its statistics were last reset, among those
 /// whose `INFO commandstats` line starts with one of `prefixes`.
