@@ -441,10 +441,12 @@ async fn a_wait_s_timeout_restarts_on_the_replica_that_takes_the_chat_over(backe
     a.provider.settled(&a.bot).await;
     let asked_on_a = Instant::now();
     tokio::time::sleep(TIMEOUT * 5 / 8).await;
+    // Taken before the message goes in: b asks no earlier, so a timeout measured from here
+    // that fires early fired early however long settling took.
+    let asked_on_b = Instant::now();
     // Ids of its own: each test provider numbers its messages from one.
     assert!(b.provider.inject(Inbound::text("test", "b1", "c", "XL")));
     b.provider.settled(&b.bot).await;
-    let asked_on_b = Instant::now();
     let b_asked = b.provider.texts_to("c");
     assert_eq!(b_asked, ["Please answer with one of: S, M, L"], "b asked again");
     // a's deadline passes: nothing times out, on either replica.

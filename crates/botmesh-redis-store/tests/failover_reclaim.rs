@@ -16,7 +16,7 @@ use botmesh_traits::{ChatKey, Coordinator};
 use tokio::time::Instant;
 
 mod common;
-use common::sentinel::{SETTLE, blocking, cut_off_replica, lose_master, replicated};
+use common::sentinel::{SETTLE, blocking, cut_off_replica, eventually, lose_master, replicated};
 
 /// Long enough that no liveness key runs out during a test: a chat freed meanwhile was freed
 /// by the replica holding it.
@@ -42,13 +42,15 @@ async fn a_failover_undoes_what_a_gave_up(wait: bool) {
     let a = RedisCoordinator::connect(options.clone()).await.unwrap().with_replica_id("a");
     let b = RedisCoordinator::connect(options).await.unwrap().with_replica_id("b");
     let (a, b) = (a.with_lease(LEASE), b.with_lease(LEASE));
-    a.heartbeat(LEASE).await.unwrap();
-    b.heartbeat(LEASE).await.unwrap();
+    // A first heartbeat waiting for the replica may find it catching up: tried again.
+    eventually(SETTLE, || a.heartbeat(LEASE)).await.unwrap();
+    eventually(SETTLE, || b.heartbeat(LEASE)).await.unwrap();
 
     let (held, queued) = (ChatKey::from("held"), ChatKey::from("queued"));
-    let turn = a.take_ticket(&held).await.unwrap().grant.unwrap();
-    let b_turn = b.take_ticket(&queued).await.unwrap().grant.unwrap();
-    let behind = a.take_ticket(&queued).await.unwrap();
+    // (Tried again while the replica catches up, as on a loaded machine it may.)
+    let turn = eventually(SETTLE, || a.take_ticket(&held)).await.unwrap().grant.unwrap();
+    let b_turn = eventually(SETTLE, || b.take_ticket(&queued)).await.unwrap().grant.unwrap();
+    let behind = eventually(SETTLE, || a.take_ticket(&queued)).await.unwrap();
     assert!(behind.grant.is_none(), "A's ticket waits behind B");
     replicated(&topology).await;
 

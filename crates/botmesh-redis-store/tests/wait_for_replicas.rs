@@ -49,13 +49,17 @@ async fn a_grant_on_a_master_whose_replica_is_gone_is_refused_typed_and_retryabl
     let (locks, leases) = (store.locks().unwrap(), store.leases().unwrap());
 
     // With the replica there, every grant goes through.
-    c.heartbeat(LEASE).await.unwrap();
-    let led = c.try_lead("transport", LEASE).await.unwrap().unwrap();
-    let turn = c.take_ticket(&ChatKey::from("one")).await.unwrap().grant.unwrap();
-    assert!(c.release_turn(&turn).await.unwrap());
-    let lock = locks.acquire_lock_fenced("job", LEASE).await.unwrap().unwrap();
-    assert!(locks.release_lock("job", &lock.token).await.unwrap());
-    assert!(leases.acquire_lease("cron", "a", LEASE).await.unwrap().is_some());
+    // (Each tried again while the replica catches up, as on a loaded machine it may.)
+    eventually(SETTLE, || c.heartbeat(LEASE)).await.unwrap();
+    let led = eventually(SETTLE, || c.try_lead("transport", LEASE)).await.unwrap().unwrap();
+    let one = ChatKey::from("one");
+    let turn = eventually(SETTLE, || c.take_ticket(&one)).await.unwrap().grant.unwrap();
+    eventually(SETTLE, || c.release_turn(&turn)).await.unwrap();
+    let lock = eventually(SETTLE, || locks.acquire_lock_fenced("job", LEASE)).await.unwrap();
+    let lock = lock.unwrap();
+    eventually(SETTLE, || locks.release_lock("job", &lock.token)).await.unwrap();
+    let lease = eventually(SETTLE, || leases.acquire_lease("cron", "a", LEASE)).await.unwrap();
+    assert!(lease.is_some());
 
     // The replica stops answering: first the wait runs out (`WAIT` counts no
     // acknowledgement), then, past `min-replicas-max-lag`, the master refuses writes itself
@@ -131,8 +135,10 @@ async fn campaigns_across_a_lost_grant(wait: bool) -> (Result<Option<Leadership>
     let a = RedisCoordinator::connect(options.clone()).await.unwrap().with_replica_id("a");
     let b = RedisCoordinator::connect(options).await.unwrap().with_replica_id("b");
     let (a, b) = (a.with_lease(LEASE), b.with_lease(LEASE));
-    a.heartbeat(LEASE).await.unwrap();
-    b.heartbeat(LEASE).await.unwrap();
+    // Waiting for the replica, a first heartbeat may find it still catching up on a loaded
+    // machine: tried again, as the runtime's heartbeat loop does.
+    eventually(SETTLE, || a.heartbeat(LEASE)).await.unwrap();
+    eventually(SETTLE, || b.heartbeat(LEASE)).await.unwrap();
     // Both replicas are known alive on the replica too.
     replicated(&topology).await;
 
