@@ -11,7 +11,7 @@
 //! - `chaos [OPTIONS]`: the chaos harness (`chaos/`): replica processes on a private Redis,
 //!   webhook traffic, injected faults, and a checker of the history; the report goes to
 //!   `target/chaos/report.json`. `cargo xtask chaos --help` lists the options. `test` runs a
-//!   short chaos run of every fault on both transports.
+//!   short chaos run of every fault but `failover` on both transports.
 //! - `ci`: fmt, clippy, each feature of each library crate on its own (cargo-hack), the
 //!   libraries on the MSRV toolchain (the root manifest's `rust-version`), test, docs, deny and
 //!   package, as the GitHub workflow runs them.
