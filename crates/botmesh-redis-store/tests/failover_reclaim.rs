@@ -10,13 +10,14 @@
 
 use std::time::Duration;
 
-use botmesh_redis_store::{RedisCoordinator, RedisOptions};
 use botmesh_testing::RedisSentinels;
 use botmesh_traits::{ChatKey, Coordinator};
 use tokio::time::Instant;
 
 mod common;
-use common::sentinel::{SETTLE, blocking, cut_off_replica, eventually, lose_master, replicated};
+use common::sentinel::{
+    SETTLE, blocking, cut_off_replica, eventually, lose_master, replicated, two_replicas,
+};
 
 /// Long enough that no liveness key runs out during a test: a chat freed meanwhile was freed
 /// by the replica holding it.
@@ -35,16 +36,7 @@ const FREED: Duration = SETTLE;
 /// promoted, B's next tickets on both chats must get their turns while A stays alive.
 async fn a_failover_undoes_what_a_gave_up(wait: bool) {
     let mut topology = blocking(RedisSentinels::start).unwrap();
-    let mut options = RedisOptions::new(&topology.url(), "reclaim");
-    if wait {
-        options = options.wait_for_replicas(1, WAIT);
-    }
-    let a = RedisCoordinator::connect(options.clone()).await.unwrap().with_replica_id("a");
-    let b = RedisCoordinator::connect(options).await.unwrap().with_replica_id("b");
-    let (a, b) = (a.with_lease(LEASE), b.with_lease(LEASE));
-    // A first heartbeat waiting for the replica may find it catching up: tried again.
-    eventually(SETTLE, || a.heartbeat(LEASE)).await.unwrap();
-    eventually(SETTLE, || b.heartbeat(LEASE)).await.unwrap();
+    let (a, b) = two_replicas(&topology, "reclaim", LEASE, wait.then_some(WAIT)).await;
 
     let (held, queued) = (ChatKey::from("held"), ChatKey::from("queued"));
     // (Tried again while the replica catches up, as on a loaded machine it may.)

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use botmesh_redis_store::{RedisCoordinator, RedisOptions, RedisStore};
+use botmesh_redis_store::{RedisOptions, RedisStore};
 use botmesh_testing::RedisSentinels;
 use botmesh_traits::{
     ChatKey, CheckpointWrite, Coordinator, Error, ErrorKind, InboxAppend, InboxRecord,
@@ -17,7 +17,9 @@ use botmesh_traits::{
 use tokio::time::Instant;
 
 mod common;
-use common::sentinel::{SETTLE, blocking, cut_off_replica, eventually, lose_master, replicated};
+use common::sentinel::{
+    SETTLE, blocking, cut_off_replica, eventually, lose_master, replicated, two_replicas,
+};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -128,17 +130,7 @@ async fn the_store_writes_a_message_rests_on_wait_for_the_replica_too() {
 /// `wait_for_replicas` on.
 async fn campaigns_across_a_lost_grant(wait: bool) -> (Result<Option<Leadership>>, Leadership) {
     let mut topology = blocking(RedisSentinels::start).unwrap();
-    let mut options = RedisOptions::new(&topology.url(), "d");
-    if wait {
-        options = options.wait_for_replicas(1, WAIT);
-    }
-    let a = RedisCoordinator::connect(options.clone()).await.unwrap().with_replica_id("a");
-    let b = RedisCoordinator::connect(options).await.unwrap().with_replica_id("b");
-    let (a, b) = (a.with_lease(LEASE), b.with_lease(LEASE));
-    // Waiting for the replica, a first heartbeat may find it still catching up on a loaded
-    // machine: tried again, as the runtime's heartbeat loop does.
-    eventually(SETTLE, || a.heartbeat(LEASE)).await.unwrap();
-    eventually(SETTLE, || b.heartbeat(LEASE)).await.unwrap();
+    let (a, b) = two_replicas(&topology, "d", LEASE, wait.then_some(WAIT)).await;
     // Both replicas are known alive on the replica too.
     replicated(&topology).await;
 

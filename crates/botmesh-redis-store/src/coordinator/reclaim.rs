@@ -66,16 +66,14 @@ impl Reclaim {
         }
     }
 
-    /// One look over every chat's turn state; withdraws what is ours and forgotten. Returns
-    /// how many tickets it withdrew.
-    pub(super) async fn pass(&self) -> redis::RedisResult<usize> {
+    /// One look over every chat's turn state; withdraws what is ours and forgotten.
+    pub(super) async fn pass(&self) -> redis::RedisResult<()> {
         let forgotten = self.forgotten(&self.scan().await?).await?;
         if forgotten.is_empty() {
-            return Ok(0);
+            return Ok(());
         }
         // A take or wait whose reply was on its way is known by now.
         tokio::time::sleep(self.settle).await;
-        let mut withdrawn = 0;
         for (key, seq) in forgotten {
             if self.known(&key, seq) {
                 continue;
@@ -87,9 +85,8 @@ impl Reclaim {
             // Retried in the background until Redis confirms it.
             let _ =
                 self.withdrawals.now_or_later(Withdraw::Ticket(Ticket::new(key, seq, None))).await;
-            withdrawn += 1;
         }
-        Ok(withdrawn)
+        Ok(())
     }
 
     /// Every chat that has a turn state now.

@@ -4,8 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
+use botmesh_redis_store::{RedisCoordinator, RedisOptions};
 use botmesh_testing::RedisSentinels;
-use botmesh_traits::Result;
+use botmesh_traits::{Coordinator, Result};
 use tokio::time::Instant;
 
 /// How long a failover's consequences may take to show, on a loaded machine.
@@ -67,4 +68,25 @@ pub(crate) fn lose_master(topology: &mut RedisSentinels, replica: u16) -> u16 {
     let new = blocking(|| topology.wait_for_master_change(killed)).unwrap();
     assert_eq!(new, replica);
     killed
+}
+
+/// Replicas "a" and "b": coordinators on the topology under `prefix`, with `lease`, waiting
+/// for one replica up to `wait` when given; both heartbeat once (tried again while the replica
+/// catches up, as the runtime's loop does).
+pub(crate) async fn two_replicas(
+    topology: &RedisSentinels,
+    prefix: &str,
+    lease: Duration,
+    wait: Option<Duration>,
+) -> (RedisCoordinator, RedisCoordinator) {
+    let mut options = RedisOptions::new(&topology.url(), prefix);
+    if let Some(wait) = wait {
+        options = options.wait_for_replicas(1, wait);
+    }
+    let a = RedisCoordinator::connect(options.clone()).await.unwrap().with_replica_id("a");
+    let b = RedisCoordinator::connect(options).await.unwrap().with_replica_id("b");
+    let (a, b) = (a.with_lease(lease), b.with_lease(lease));
+    eventually(SETTLE, || a.heartbeat(lease)).await.unwrap();
+    eventually(SETTLE, || b.heartbeat(lease)).await.unwrap();
+    (a, b)
 }
